@@ -1,0 +1,70 @@
+/* What interpose/ tells the rest of the library: one function per intercepted call.
+ *
+ * interpose/ resolves the real symbols, guards against re-entrancy, computes the caller's stack
+ * hash and forwards here; preload/ owns what happens (allocation map, trace, planner, redirect).
+ * Types are plain (void pointers for NCCL and CUDA handles) so this header needs neither SDK. */
+#ifndef SYMMPIN_PRELOAD_EVENTS_H
+#define SYMMPIN_PRELOAD_EVENTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum symmpin_alloc_kind {
+  SYMMPIN_ALLOC_CUDA_MALLOC = 0,
+  SYMMPIN_ALLOC_CUDA_MALLOC_ASYNC = 1,
+  SYMMPIN_ALLOC_NCCL_MEM = 2,
+} symmpin_alloc_kind;
+
+/* An allocation call returned `rc` (0 = success); recorded after the real call succeeded. */
+void symmpin_event_alloc(symmpin_alloc_kind kind, void *ptr, size_t size, void *stream,
+                         uint64_t stack, int rc);
+/* A free is recorded before the real call (the address may be reused at once afterwards). */
+void symmpin_event_free(symmpin_alloc_kind kind, void *ptr, void *stream);
+void symmpin_event_free_result(symmpin_alloc_kind kind, void *ptr, int rc);
+
+/* Communicator creation. `key` is the 128-bit identity every rank of the communicator derives
+ * alike (see docs/design.md), `comm` the new handle (NULL if the call failed). */
+typedef enum symmpin_comm_call {
+  SYMMPIN_COMM_INIT_RANK,
+  SYMMPIN_COMM_INIT_RANK_CONFIG,
+  SYMMPIN_COMM_INIT_RANK_SCALABLE,
+  SYMMPIN_COMM_INIT_ALL,
+  SYMMPIN_COMM_SPLIT,
+} symmpin_comm_call;
+void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi, uint64_t key_lo,
+                             int rank, int nranks, int device, bool blocking, int rc);
+/* Key for a split: the parent's key, its split counter and the color; rank/nranks of the child
+ * are learned lazily. Returns the key in *hi/*lo. */
+void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo);
+
+typedef enum symmpin_comm_end {
+  SYMMPIN_COMM_DESTROY,
+  SYMMPIN_COMM_ABORT,
+  SYMMPIN_COMM_FINALIZE,
+} symmpin_comm_end;
+/* Before the real call: symmpin releases what it holds for `comm`. */
+void symmpin_event_comm_end(symmpin_comm_end call, void *comm);
+void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc);
+
+void symmpin_event_group_start(int rc);
+/* Before the real ncclGroupEnd: leaving depth 1 flushes launches deferred inside the group. */
+void symmpin_event_group_end_before(void);
+void symmpin_event_group_end(int rc);
+
+typedef struct symmpin_allreduce_call {
+  const void *send;
+  void *recv;
+  size_t count;
+  int dtype, op;
+  void *comm;
+  void *stream;
+  uint64_t stack; /* module-relative hash of the caller's return addresses */
+} symmpin_allreduce_call;
+
+/* Decide an all-reduce. Returns true if symmpin took it (then *rc is the ncclResult_t to return);
+ * false: the wrapper calls the real ncclAllReduce and then reports with _result(). */
+bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc);
+void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc);
+
+#endif

@@ -1,0 +1,71 @@
+/* The board: a small POSIX shared-memory area per communicator where the ranks of that
+ * communicator on this host post what they need to agree on (eligibility facts, warm-up records,
+ * plan digests, CUDA IPC handles) and read each other's posts.
+ *
+ * Why shared memory and not NCCL: symmpin must never add collectives to the program's communicator
+ * (it would change the order of its collectives), and why posts and not blocking exchanges: one
+ * thread may drive several ranks of the same communicator (ncclGroupStart/End), so a rank must be
+ * able to post and move on, and read later.
+ *
+ * Plain C (no CUDA). Every rank of one communicator opens the same board by a 128-bit key derived
+ * from what all ranks share (the ncclUniqueId, a split's parent and color). A board spans one host:
+ * ranks on other hosts never show up, which is how multi-host communicators are detected.
+ *
+ * Rounds: an agreement is a sequence of numbered rounds. In round k every rank posts one blob
+ * (up to SYMMPIN_BOARD_BLOB_MAX bytes); a rank reads all blobs of round k once all have posted.
+ * A verdict per round is decided once, by compare-and-swap, so that a rank that gives up (timeout)
+ * and a rank that saw everything can never conclude differently. */
+#ifndef SYMMPIN_SYMMEM_BOARD_H
+#define SYMMPIN_SYMMEM_BOARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/types.h"
+
+#define SYMMPIN_BOARD_BLOB_MAX (1u << 20) /* bytes one rank can post in one round */
+
+typedef struct symmpin_board symmpin_board;
+
+typedef struct symmpin_board_key {
+  uint64_t hi, lo;
+} symmpin_board_key;
+
+typedef enum symmpin_verdict {
+  SYMMPIN_VERDICT_NONE = 0, /* not decided yet */
+  SYMMPIN_VERDICT_GO = 1,   /* every rank posted and the posts were consistent */
+  SYMMPIN_VERDICT_FAIL = 2, /* someone gave up or found an inconsistency */
+} symmpin_verdict;
+
+/* Open (creating if first) the board for `key`, as rank `rank` of `nranks`. Never blocks.
+ * The shared-memory name is unlinked as soon as all nranks have attached, so nothing is left in
+ * /dev/shm after a job, even one that crashes later. */
+symmpin_status symmpin_board_open(symmpin_board_key key, int rank, int nranks, symmpin_board **out);
+void symmpin_board_close(symmpin_board *b);
+
+/* Post this rank's blob for `round` (rounds count from 1, each rank posts each round at most once;
+ * posting round k makes the blob of round k-1 reusable). `tid` is the posting thread, so that a
+ * reader can tell that waiting for a peer driven by its own thread would deadlock. */
+symmpin_status symmpin_board_post(symmpin_board *b, uint32_t round, const void *blob, size_t bytes,
+                                  uint64_t tid);
+
+/* Whether every rank has posted `round`. Never blocks. */
+bool symmpin_board_round_complete(symmpin_board *b, uint32_t round);
+
+/* Wait until every rank has posted `round`, at most timeout_ms. Returns SYMMPIN_ERR_TIMEOUT (and
+ * the first missing rank in *missing) if not; SYMMPIN_ERR_DISAGREE at once, without waiting, if a
+ * missing rank's last post came from thread `my_tid` (it is driven by this thread: waiting would
+ * deadlock). */
+symmpin_status symmpin_board_wait(symmpin_board *b, uint32_t round, unsigned timeout_ms,
+                                  uint64_t my_tid, int *missing);
+
+/* Rank r's blob of `round` (valid until r posts round+1). NULL if r has not posted it. */
+const void *symmpin_board_blob(symmpin_board *b, uint32_t round, int r, size_t *bytes);
+
+/* Decide `round` once for all ranks: returns the verdict that stands (the proposed one if this
+ * call decided, the earlier one otherwise). */
+symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_verdict proposal);
+symmpin_verdict symmpin_board_verdict(symmpin_board *b, uint32_t round);
+
+#endif
