@@ -1,0 +1,128 @@
+/* The trace: one line-oriented text file per rank (per process, when one process drives several
+ * ranks), every wrapped call one event. Specified in docs/trace-format.md; this is its C form.
+ *
+ * Writing is buffered (one write(2) per SYMMPIN_TRACE_BUFFER bytes or at close) and thread-safe:
+ * concurrent writers fill one buffer under a short lock. Reading parses a whole file into memory;
+ * unknown keys are skipped and unknown calls kept as SYMMPIN_TRACE_UNKNOWN, so newer traces
+ * still load in older readers of the same major version. */
+#ifndef SYMMPIN_PLANNER_TRACE_H
+#define SYMMPIN_PLANNER_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/types.h"
+
+#define SYMMPIN_TRACE_VERSION 1
+
+typedef enum symmpin_trace_call {
+  SYMMPIN_TRACE_UNKNOWN = 0,
+  SYMMPIN_TRACE_CUDA_MALLOC,
+  SYMMPIN_TRACE_CUDA_FREE,
+  SYMMPIN_TRACE_CUDA_MALLOC_ASYNC,
+  SYMMPIN_TRACE_CUDA_FREE_ASYNC,
+  SYMMPIN_TRACE_NCCL_MEM_ALLOC,
+  SYMMPIN_TRACE_NCCL_MEM_FREE,
+  SYMMPIN_TRACE_COMM_INIT_RANK,
+  SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG,
+  SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE,
+  SYMMPIN_TRACE_COMM_INIT_ALL,
+  SYMMPIN_TRACE_COMM_SPLIT,
+  SYMMPIN_TRACE_COMM_DESTROY,
+  SYMMPIN_TRACE_COMM_ABORT,
+  SYMMPIN_TRACE_COMM_FINALIZE,
+  SYMMPIN_TRACE_GROUP_START,
+  SYMMPIN_TRACE_GROUP_END,
+  SYMMPIN_TRACE_ALL_REDUCE,
+  SYMMPIN_TRACE_CALL_COUNT,
+} symmpin_trace_call;
+
+/* The call's name as written in traces ("cudaMalloc", "ncclAllReduce", ...). */
+const char *symmpin_trace_call_name(symmpin_trace_call c);
+symmpin_trace_call symmpin_trace_call_from_name(const char *name);
+
+/* Where an all-reduce's path went (see preload's fallback reasons). */
+typedef enum symmpin_trace_path {
+  SYMMPIN_PATH_NCCL = 0,
+  SYMMPIN_PATH_SYMMPIN = 1,
+} symmpin_trace_path;
+
+/* One event. Fields not used by a call are zero and not written. */
+typedef struct symmpin_trace_event {
+  uint64_t seq;   /* per file, from 1 */
+  uint64_t t_ns;  /* monotonic ns since the trace started */
+  uint64_t tid;   /* kernel thread id */
+  symmpin_trace_call call;
+  int rc;         /* the call's return code (cudaError_t / ncclResult_t) */
+  int device;     /* CUDA device current at the call (-1 unknown) */
+
+  /* allocations */
+  uint64_t ptr, size, alloc; /* alloc: allocation id from the allocation map */
+  uint64_t stack;            /* stack hash of the call */
+  uint64_t stream;           /* raw stream handle (for display only: differs between ranks) */
+
+  /* communicators: comm = the communicator ordinal (docs/design.md), the same on every rank */
+  int comm;                  /* -1 = none */
+  uint64_t key_hi, key_lo;
+  int rank, nranks;
+  int color;                 /* ncclCommSplit only */
+  int parent;                /* ncclCommSplit: parent's ordinal */
+
+  /* groups */
+  int depth;                 /* group depth of this thread after the call */
+
+  /* all-reduce */
+  uint64_t site;
+  uint64_t count;
+  int dtype, op;
+  uint64_t send_alloc, send_off; /* allocation id (0 = not in a known allocation) and offset */
+  uint64_t recv_alloc, recv_off;
+  uint64_t send_ptr, recv_ptr;   /* raw addresses (for display only) */
+  int stream_ord;                /* stream ordinal within the communicator */
+  int capturing;                 /* the stream was capturing a CUDA graph */
+  int path;                      /* symmpin_trace_path */
+  int reason;                    /* why NCCL (preload's reason code), 0 when redirected */
+} symmpin_trace_event;
+
+/* Facts written once at the top of a file. */
+typedef struct symmpin_trace_header {
+  int version;
+  char host[64];
+  int pid;
+  int rank;                 /* the rank of the process's first communicator; -1 if none */
+  char program[256];        /* argv[0] basename */
+  uint64_t start_unix_ns;
+} symmpin_trace_header;
+
+/* --- writing --- */
+typedef struct symmpin_trace_writer symmpin_trace_writer;
+symmpin_status symmpin_trace_writer_open(const char *path, const symmpin_trace_header *h,
+                                         symmpin_trace_writer **out);
+/* Assigns ev->seq and writes the event; never allocates on this path. */
+symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_event *ev);
+symmpin_status symmpin_trace_writer_flush(symmpin_trace_writer *w);
+void symmpin_trace_writer_close(symmpin_trace_writer *w);
+
+/* One event as one text line (without newline) into buf; returns the length, or -1 if it does
+ * not fit. Exposed for tests and for the writer. */
+int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t cap);
+/* Parse one line; SYMMPIN_ERR_INVALID on a malformed line. */
+symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *ev);
+
+/* Expand a file pattern: %r -> rank ("u" if rank < 0), %p -> pid, %h -> host, %% -> %. */
+symmpin_status symmpin_trace_expand_path(const char *pattern, int rank, int pid, const char *host,
+                                         char *out, size_t cap);
+
+/* --- reading --- */
+typedef struct symmpin_trace_file {
+  symmpin_trace_header header;
+  symmpin_trace_event *events;
+  size_t nevents;
+  char path[512];
+} symmpin_trace_file;
+
+symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out);
+void symmpin_trace_file_free(symmpin_trace_file *f);
+
+#endif
