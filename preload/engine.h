@@ -1,0 +1,50 @@
+/* The engine: per-communicator warm-up, agreement over the board, pools, and the redirect of
+ * all-reduces to symmpin's kernels. preload.c calls it from the event handlers; it owns
+ * c->engine. Everything here runs with the per-thread re-entrancy guard set, so symmpin's own
+ * CUDA calls are not recorded as the program's. */
+#ifndef SYMMPIN_PRELOAD_ENGINE_H
+#define SYMMPIN_PRELOAD_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "preload/comm.h"
+#include "preload/events.h"
+
+/* Why an all-reduce went to NCCL (counted per site in the stats; written in traces). */
+typedef enum symmpin_reason {
+  SYMMPIN_REASON_NONE = 0,        /* redirected */
+  SYMMPIN_REASON_DISABLED,        /* SYMMPIN_DISABLE or the engine is off */
+  SYMMPIN_REASON_WARMUP,          /* still warming up / not yet planned */
+  SYMMPIN_REASON_TOO_LARGE,       /* above SYMMPIN_MAX_BYTES */
+  SYMMPIN_REASON_TYPE_OP,         /* datatype or op not supported */
+  SYMMPIN_REASON_COMM,            /* communicator not eligible (hosts, P2P, unknown) */
+  SYMMPIN_REASON_DISAGREE,        /* ranks' records or plans differ for this site */
+  SYMMPIN_REASON_CAPTURE,         /* would need work that capture forbids */
+  SYMMPIN_REASON_STREAM,          /* stream off-plan (safety net) */
+  SYMMPIN_REASON_ERROR,           /* an internal failure: logged once, NCCL from then on */
+  SYMMPIN_REASON_COUNT,
+} symmpin_reason;
+
+const char *symmpin_reason_name(symmpin_reason r);
+
+/* Facts about one all-reduce the preload has already computed. */
+typedef struct symmpin_engine_call {
+  const symmpin_allreduce_call *call;
+  uint64_t site;       /* site id (planner/site.h) */
+  int stream_ord;      /* stream ordinal on the communicator */
+  int group_depth;     /* this thread's ncclGroup depth at the call */
+  bool capturing;      /* the stream is capturing a CUDA graph */
+  uint64_t send_alloc, recv_alloc; /* allocation ids (0 = unknown) */
+} symmpin_engine_call;
+
+/* Decide and, if symmpin takes it, enqueue the all-reduce. Returns true when taken (*rc = the
+ * ncclResult_t to return). Otherwise *reason says why NCCL must run it. */
+bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
+                              symmpin_reason *reason);
+/* Outermost ncclGroupEnd of this thread: launch what was deferred inside the group. */
+void symmpin_engine_group_flush(void);
+/* The communicator ends (destroy/abort/finalize) or the process exits: release its state. */
+void symmpin_engine_comm_release(symmpin_comm *c);
+
+#endif
