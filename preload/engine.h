@@ -42,8 +42,6 @@ typedef struct symmpin_engine_call {
  * ncclResult_t to return). Otherwise *reason says why NCCL must run it. */
 bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
                               symmpin_reason *reason);
-/* Outermost ncclGroupEnd of this thread: launch what was deferred inside the group. */
-void symmpin_engine_group_flush(void);
 /* The communicator ends (destroy/abort/finalize) or the process exits: release its state. */
 void symmpin_engine_comm_release(symmpin_comm *c);
 

@@ -47,9 +47,10 @@ typedef enum symmpin_comm_end {
 void symmpin_event_comm_end(symmpin_comm_end call, void *comm);
 void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc);
 
+/* Group depth per thread. symmpin launches its kernels at the call, also inside a group: the
+ * calls of one group may not depend on each other, so launching early changes no result, and each
+ * rank's kernel waits only for its peers' symmpin kernels, never for NCCL's. */
 void symmpin_event_group_start(int rc);
-/* Before the real ncclGroupEnd: leaving depth 1 flushes launches deferred inside the group. */
-void symmpin_event_group_end_before(void);
 void symmpin_event_group_end(int rc);
 
 typedef struct symmpin_allreduce_call {
