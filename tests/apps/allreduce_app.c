@@ -1,0 +1,666 @@
+/* symmpin-app: a multi-GPU NCCL program of ours, the C workload symmpin runs under.
+ *
+ * It is an ordinary NCCL program (it knows nothing of symmpin): run it with and without
+ * LD_PRELOAD=libsymmpin.so and compare. Three ways ranks live, as in real jobs:
+ *   --mode procs    one process per GPU (the parent spawns one child per rank)
+ *   --mode threads  one process, one thread per GPU
+ *   --mode single   one process, one thread driving all GPUs inside ncclGroupStart/End
+ * Each iteration runs every datatype x op, with buffers from cudaMalloc (pointers moving inside one
+ * large allocation from call to call, not 16-byte aligned), cudaMallocAsync and ncclMemAlloc, in
+ * place and out of place, plus one all-reduce too large for symmpin. Inputs are exactly
+ * representable values (tests/apps/values.h), so every result is checked exactly against a CPU
+ * reference (avg with a tolerance), and a checksum of all outputs is compared across ranks.
+ * --diverge makes even and odd ranks reach some all-reduces from different call sites (still the
+ * same collectives, so NCCL matches them): symmpin must keep those on NCCL.
+ * --bench times bf16 sums of 1 KiB .. 1 MiB, eager and replayed from a CUDA graph.
+ * Last line: "symmpin-app: N passed, M failed". */
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "values.h"
+
+extern char **environ;
+
+#define MAX_RANKS 8
+#define CHECK_CUDA(x)                                                                        \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      exit(2);                                                                               \
+    }                                                                                        \
+  } while (0)
+#define CHECK_NCCL(x)                                                                        \
+  do {                                                                                       \
+    ncclResult_t r_ = (x);                                                                   \
+    if (r_ != ncclSuccess && r_ != ncclInProgress) {                                         \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_));     \
+      exit(2);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+enum buf_kind { BUF_ARENA, BUF_ASYNC, BUF_NCCLMEM, BUF_KINDS };
+
+typedef struct app_op {
+  int dtype, op;
+  size_t count;
+  int kind;
+  bool inplace;
+  bool diverge; /* under --diverge, reached from a rank-dependent call site */
+} app_op;
+
+static const int ndtypes = 12; /* ncclInt8 .. ncclFloat8e5m2 */
+static const int nops = 5;     /* ncclSum .. ncclAvg */
+static const size_t sizes[] = {1, 7, 33, 255, 1024, 4097, 16384, 65536};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static app_op ops[128];
+static int nops_total;
+
+static struct {
+  const char *mode;
+  int nranks, iters;
+  bool diverge, bench, quiet;
+} opt = {"procs", 0, 6, false, false, false};
+
+static size_t dtype_size(int dt) {
+  static const size_t s[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return s[dt];
+}
+
+static void build_ops(void) {
+  int k = 0;
+  for (int dt = 0; dt < ndtypes; dt++)
+    for (int op = 0; op < nops; op++, k++) {
+      ops[k] = (app_op){dt, op, sizes[k % NSIZES], k % BUF_KINDS, (k / BUF_KINDS) % 2 == 1,
+                        k % 7 == 3};
+      if (ops[k].count * dtype_size(dt) > 65536) ops[k].count = 65536 / dtype_size(dt);
+    }
+  /* Larger than symmpin's default SYMMPIN_MAX_BYTES (1 MiB): NCCL must keep it. */
+  ops[k++] = (app_op){ncclFloat32, ncclSum, (4u << 20) / 4, BUF_ARENA, false, false};
+  nops_total = k;
+}
+
+/* ---- inputs and the reference ---- */
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static bool is_int(int dt) { return dt <= ncclUint64; }
+static bool is_signed(int dt) { return dt == ncclInt8 || dt == ncclInt32 || dt == ncclInt64; }
+
+/* Exact float inputs: sums and products over up to 8 ranks stay exact in every format. */
+static double float_value(int dt, int op, uint64_t h) {
+  if (op == ncclProd) {
+    static const double p[] = {0.5, 1.0, 2.0, -0.5, -1.0, -2.0};
+    return p[h % 6];
+  }
+  if (dt == ncclFloat8e5m2) return (double)((int)(h % 3) - 1);
+  if (dt == ncclFloat8e4m3) return (double)((int)(h % 5) - 2);
+  return ((int)(h % 17) - 8) / 4.0;
+}
+
+static uint64_t int_value(int dt, int op, uint64_t h) {
+  unsigned bits = (unsigned)dtype_size(dt) * 8;
+  uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+  if (op == ncclAvg) return h & (mask >> 4); /* non-negative, no overflow: no sign question */
+  return h & mask;
+}
+
+static void encode(int dt, double fv, uint64_t iv, void *dst) {
+  switch (dt) {
+  case ncclInt8: case ncclUint8: *(uint8_t *)dst = (uint8_t)iv; break;
+  case ncclInt32: case ncclUint32: *(uint32_t *)dst = (uint32_t)iv; break;
+  case ncclInt64: case ncclUint64: *(uint64_t *)dst = iv; break;
+  case ncclFloat16: *(uint16_t *)dst = (uint16_t)app_encode_small_float(fv, 5, 10, 15); break;
+  case ncclFloat32: *(float *)dst = (float)fv; break;
+  case ncclFloat64: *(double *)dst = fv; break;
+  case ncclBfloat16: *(uint16_t *)dst = app_to_bf16(fv); break;
+  case ncclFloat8e4m3: *(uint8_t *)dst = (uint8_t)app_encode_small_float(fv, 4, 3, 7); break;
+  case ncclFloat8e5m2: *(uint8_t *)dst = (uint8_t)app_encode_small_float(fv, 5, 2, 15); break;
+  }
+}
+
+static double decode_float(int dt, const void *src) {
+  switch (dt) {
+  case ncclFloat16: return app_decode_small_float(*(const uint16_t *)src, 5, 10, 15);
+  case ncclFloat32: return *(const float *)src;
+  case ncclFloat64: return *(const double *)src;
+  case ncclBfloat16: return app_from_bf16(*(const uint16_t *)src);
+  case ncclFloat8e4m3: return app_decode_small_float(*(const uint8_t *)src, 4, 3, 7);
+  default: return app_decode_small_float(*(const uint8_t *)src, 5, 2, 15);
+  }
+}
+
+static uint64_t input_hash(int rank, int iter, int opi, size_t i) {
+  return mix64(((uint64_t)iter << 48) ^ ((uint64_t)opi << 40) ^ ((uint64_t)rank << 36) ^ i ^
+               0x5eed);
+}
+
+static void fill_input(void *host, const app_op *o, int rank, int iter, int opi) {
+  size_t es = dtype_size(o->dtype);
+  for (size_t i = 0; i < o->count; i++) {
+    uint64_t h = input_hash(rank, iter, opi, i);
+    encode(o->dtype, float_value(o->dtype, o->op, h), int_value(o->dtype, o->op, h),
+           (char *)host + i * es);
+  }
+}
+
+static int64_t sext(uint64_t v, unsigned bits) {
+  return bits == 64 ? (int64_t)v : (int64_t)(v << (64 - bits)) >> (64 - bits);
+}
+
+/* Compare one output element with the exact reduction over all ranks' inputs. */
+static bool check_element(const app_op *o, int nranks, int iter, int opi, size_t i,
+                          const void *got) {
+  int dt = o->dtype;
+  if (is_int(dt)) {
+    unsigned bits = (unsigned)dtype_size(dt) * 8;
+    uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    uint64_t acc = int_value(dt, o->op, input_hash(0, iter, opi, i)) & mask;
+    for (int r = 1; r < nranks; r++) {
+      uint64_t v = int_value(dt, o->op, input_hash(r, iter, opi, i)) & mask;
+      switch (o->op) {
+      case ncclSum: case ncclAvg: acc = (acc + v) & mask; break;
+      case ncclProd: acc = (acc * v) & mask; break;
+      case ncclMax:
+        acc = is_signed(dt) ? (sext(v, bits) > sext(acc, bits) ? v : acc) : (v > acc ? v : acc);
+        break;
+      case ncclMin:
+        acc = is_signed(dt) ? (sext(v, bits) < sext(acc, bits) ? v : acc) : (v < acc ? v : acc);
+        break;
+      }
+    }
+    if (o->op == ncclAvg) acc = acc / (uint64_t)nranks; /* inputs are small and non-negative */
+    uint64_t g = 0;
+    memcpy(&g, got, dtype_size(dt));
+    return (g & mask) == acc;
+  }
+  double acc = float_value(dt, o->op, input_hash(0, iter, opi, i));
+  for (int r = 1; r < nranks; r++) {
+    double v = float_value(dt, o->op, input_hash(r, iter, opi, i));
+    switch (o->op) {
+    case ncclSum: case ncclAvg: acc += v; break;
+    case ncclProd: acc *= v; break;
+    case ncclMax: acc = v > acc ? v : acc; break;
+    case ncclMin: acc = v < acc ? v : acc; break;
+    }
+  }
+  double g = decode_float(dt, got);
+  if (o->op != ncclAvg) return g == acc;
+  acc /= nranks;
+  double tol = (dt == ncclFloat32 || dt == ncclFloat64) ? 1e-6 : 0.07; /* one rounding */
+  return fabs(g - acc) <= tol * fmax(1.0, fabs(acc));
+}
+
+/* ---- one rank ---- */
+
+typedef struct rank_ctx {
+  int rank, nranks, dev;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  char *arena;
+  size_t arena_bytes, max_op_bytes;
+  void *bufs[128][2]; /* async / ncclMem buffers per op: send, recv */
+  void *host_in, *host_out;
+  uint64_t checksum;
+  long passed, failed;
+} rank_ctx;
+
+static size_t op_bytes(const app_op *o) { return o->count * dtype_size(o->dtype); }
+
+static void rank_setup(rank_ctx *c) {
+  CHECK_CUDA(cudaSetDevice(c->dev));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  c->max_op_bytes = 0;
+  for (int k = 0; k < nops_total; k++)
+    if (op_bytes(&ops[k]) > c->max_op_bytes) c->max_op_bytes = op_bytes(&ops[k]);
+  /* Room for send and recv of the largest op, plus the drift of the moving pointers. */
+  c->arena_bytes = 2 * c->max_op_bytes + 1024 * 1024;
+  CHECK_CUDA(cudaMalloc((void **)&c->arena, c->arena_bytes));
+  for (int k = 0; k < nops_total; k++) {
+    size_t b = op_bytes(&ops[k]) + 64;
+    if (ops[k].kind == BUF_ASYNC) {
+      CHECK_CUDA(cudaMallocAsync(&c->bufs[k][0], b, c->stream));
+      CHECK_CUDA(cudaMallocAsync(&c->bufs[k][1], b, c->stream));
+    } else if (ops[k].kind == BUF_NCCLMEM) {
+      CHECK_NCCL(ncclMemAlloc(&c->bufs[k][0], b));
+      CHECK_NCCL(ncclMemAlloc(&c->bufs[k][1], b));
+    }
+  }
+  CHECK_CUDA(cudaMallocHost(&c->host_in, c->max_op_bytes));
+  CHECK_CUDA(cudaMallocHost(&c->host_out, c->max_op_bytes));
+  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+}
+
+static void rank_teardown(rank_ctx *c) {
+  CHECK_CUDA(cudaSetDevice(c->dev));
+  for (int k = 0; k < nops_total; k++) {
+    if (ops[k].kind == BUF_ASYNC) {
+      CHECK_CUDA(cudaFreeAsync(c->bufs[k][0], c->stream));
+      CHECK_CUDA(cudaFreeAsync(c->bufs[k][1], c->stream));
+    } else if (ops[k].kind == BUF_NCCLMEM) {
+      CHECK_NCCL(ncclMemFree(c->bufs[k][0]));
+      CHECK_NCCL(ncclMemFree(c->bufs[k][1]));
+    }
+  }
+  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+  CHECK_CUDA(cudaFree(c->arena));
+  CHECK_CUDA(cudaFreeHost(c->host_in));
+  CHECK_CUDA(cudaFreeHost(c->host_out));
+  CHECK_CUDA(cudaStreamDestroy(c->stream));
+}
+
+/* Send and receive pointers of op k in iteration `iter`: arena pointers move every iteration and
+ * are aligned only to the element size. */
+static void op_buffers(rank_ctx *c, int k, int iter, void **send, void **recv) {
+  const app_op *o = &ops[k];
+  size_t es = dtype_size(o->dtype);
+  if (o->kind == BUF_ARENA) {
+    size_t drift = (size_t)((iter * 7 + k) % 61) * es * 3;
+    *send = c->arena + drift;
+    *recv = c->arena + c->max_op_bytes + 4096 + drift;
+  } else {
+    *send = c->bufs[k][0];
+    *recv = c->bufs[k][1];
+  }
+  if (o->inplace) *recv = *send;
+}
+
+/* Distinct call sites (no inlining, no tail calls: see meson's -fno-optimize-sibling-calls). */
+__attribute__((noinline)) static ncclResult_t allreduce_site_even(void *s, void *r, const app_op *o,
+                                                                   ncclComm_t comm, cudaStream_t st) {
+  ncclResult_t rc = ncclAllReduce(s, r, o->count, o->dtype, o->op, comm, st);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+__attribute__((noinline)) static ncclResult_t allreduce_site_odd(void *s, void *r, const app_op *o,
+                                                                  ncclComm_t comm, cudaStream_t st) {
+  ncclResult_t rc = ncclAllReduce(s, r, o->count, o->dtype, o->op, comm, st);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+static void op_start(rank_ctx *c, int k, int iter) {
+  const app_op *o = &ops[k];
+  void *send, *recv;
+  op_buffers(c, k, iter, &send, &recv);
+  CHECK_CUDA(cudaSetDevice(c->dev));
+  fill_input(c->host_in, o, c->rank, iter, k);
+  CHECK_CUDA(cudaMemcpyAsync(send, c->host_in, op_bytes(o), cudaMemcpyHostToDevice, c->stream));
+  if (!o->inplace) CHECK_CUDA(cudaMemsetAsync(recv, 0xA5, op_bytes(o), c->stream)); /* poison */
+}
+
+static void op_call(rank_ctx *c, int k, int iter) {
+  const app_op *o = &ops[k];
+  void *send, *recv;
+  op_buffers(c, k, iter, &send, &recv);
+  CHECK_CUDA(cudaSetDevice(c->dev));
+  if (opt.diverge && o->diverge && (c->rank & 1))
+    CHECK_NCCL(allreduce_site_odd(send, recv, o, c->comm, c->stream));
+  else
+    CHECK_NCCL(allreduce_site_even(send, recv, o, c->comm, c->stream));
+}
+
+static void op_finish(rank_ctx *c, int k, int iter) {
+  const app_op *o = &ops[k];
+  void *send, *recv;
+  op_buffers(c, k, iter, &send, &recv);
+  CHECK_CUDA(cudaSetDevice(c->dev));
+  CHECK_CUDA(cudaMemcpyAsync(c->host_out, recv, op_bytes(o), cudaMemcpyDeviceToHost, c->stream));
+  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+  size_t es = dtype_size(o->dtype), bad = 0;
+  for (size_t i = 0; i < o->count; i++)
+    if (!check_element(o, c->nranks, iter, k, i, (char *)c->host_out + i * es)) {
+      if (bad++ < 3 && !opt.quiet)
+        fprintf(stderr, "rank %d iter %d op %d (dtype %d op %d count %zu): element %zu wrong\n",
+                c->rank, iter, k, o->dtype, o->op, o->count, i);
+    }
+  for (size_t i = 0; i < op_bytes(o); i++)
+    c->checksum = (c->checksum ^ ((unsigned char *)c->host_out)[i]) * 0x100000001b3ull;
+  if (bad) c->failed++;
+  else c->passed++;
+}
+
+static void rank_run_checks(rank_ctx *c) {
+  for (int it = 0; it < opt.iters; it++)
+    for (int k = 0; k < nops_total; k++) {
+      op_start(c, k, it);
+      op_call(c, k, it);
+      op_finish(c, k, it);
+    }
+}
+
+/* ---- timing ---- */
+
+static const size_t bench_bytes[] = {1024, 4096, 16384, 65536, 262144, 1048576};
+#define NBENCH (sizeof(bench_bytes) / sizeof(bench_bytes[0]))
+
+/* Warm every size up together (symmpin plans at agreement points after its warm-up), then time
+ * each size eagerly and from a CUDA graph. All ranks run the same sequence. */
+static void rank_bench(rank_ctx **cs, int n, bool single) {
+  const int warm_rounds = 200, calls = 200, replays = 20;
+  double eager[NBENCH], graph[NBENCH];
+  for (int w = 0; w < warm_rounds; w++)
+    for (size_t s = 0; s < NBENCH; s++) {
+      if (single) ncclGroupStart();
+      for (int i = 0; i < n; i++) {
+        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+        CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bench_bytes[s] / 2,
+                                 ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
+      }
+      if (single) ncclGroupEnd();
+    }
+  for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
+  for (size_t s = 0; s < NBENCH; s++) {
+    cudaEvent_t e0, e1;
+    rank_ctx *c0 = cs[0];
+    CHECK_CUDA(cudaSetDevice(c0->dev));
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    /* eager */
+    CHECK_CUDA(cudaEventRecord(e0, c0->stream));
+    for (int k = 0; k < calls; k++) {
+      if (single) ncclGroupStart();
+      for (int i = 0; i < n; i++) {
+        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+        CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bench_bytes[s] / 2,
+                                 ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
+      }
+      if (single) ncclGroupEnd();
+    }
+    CHECK_CUDA(cudaSetDevice(c0->dev));
+    CHECK_CUDA(cudaEventRecord(e1, c0->stream));
+    for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    eager[s] = ms * 1000.0 / calls;
+    /* graph: capture `calls` calls per rank, replay */
+    cudaGraphExec_t exec[MAX_RANKS];
+    for (int i = 0; i < n; i++) {
+      CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+      CHECK_CUDA(cudaStreamBeginCapture(cs[i]->stream, cudaStreamCaptureModeThreadLocal));
+    }
+    for (int k = 0; k < calls; k++) {
+      if (single) ncclGroupStart();
+      for (int i = 0; i < n; i++) {
+        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+        CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bench_bytes[s] / 2,
+                                 ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
+      }
+      if (single) ncclGroupEnd();
+    }
+    for (int i = 0; i < n; i++) {
+      cudaGraph_t g;
+      CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+      CHECK_CUDA(cudaStreamEndCapture(cs[i]->stream, &g));
+      CHECK_CUDA(cudaGraphInstantiate(&exec[i], g, 0));
+      CHECK_CUDA(cudaGraphDestroy(g));
+      CHECK_CUDA(cudaGraphLaunch(exec[i], cs[i]->stream)); /* warm */
+    }
+    for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
+    CHECK_CUDA(cudaSetDevice(c0->dev));
+    CHECK_CUDA(cudaEventRecord(e0, c0->stream));
+    for (int r = 0; r < replays; r++)
+      for (int i = 0; i < n; i++) {
+        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+        CHECK_CUDA(cudaGraphLaunch(exec[i], cs[i]->stream));
+      }
+    CHECK_CUDA(cudaSetDevice(c0->dev));
+    CHECK_CUDA(cudaEventRecord(e1, c0->stream));
+    for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    graph[s] = ms * 1000.0 / ((double)calls * replays);
+    for (int i = 0; i < n; i++) CHECK_CUDA(cudaGraphExecDestroy(exec[i]));
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+  }
+  if (cs[0]->rank == 0)
+    for (size_t s = 0; s < NBENCH; s++)
+      printf("bench bytes=%zu eager_us=%.2f graph_us=%.2f\n", bench_bytes[s], eager[s], graph[s]);
+}
+
+/* ---- the three modes ---- */
+
+static void report(rank_ctx *c) {
+  printf("RESULT rank=%d passed=%ld failed=%ld checksum=%016" PRIx64 "\n", c->rank, c->passed,
+         c->failed, c->checksum);
+  fflush(stdout);
+}
+
+static int child_main(int rank, const char *uid_hex) {
+  ncclUniqueId id;
+  for (int i = 0; i < (int)sizeof(id.internal); i++)
+    sscanf(uid_hex + 2 * i, "%2hhx", (unsigned char *)&id.internal[i]);
+  int ngpus;
+  CHECK_CUDA(cudaGetDeviceCount(&ngpus));
+  rank_ctx c = {.rank = rank, .nranks = opt.nranks, .dev = rank % ngpus};
+  CHECK_CUDA(cudaSetDevice(c.dev));
+  CHECK_NCCL(ncclCommInitRank(&c.comm, opt.nranks, id, rank));
+  rank_setup(&c);
+  if (opt.bench) {
+    rank_ctx *cs[1] = {&c};
+    rank_bench(cs, 1, false);
+  } else {
+    rank_run_checks(&c);
+    report(&c);
+  }
+  rank_teardown(&c);
+  CHECK_NCCL(ncclCommDestroy(c.comm));
+  return c.failed ? 1 : 0;
+}
+
+/* Compare RESULT lines: every rank passed everything and all checksums are equal. */
+static int summarize(const uint64_t *sums, const long *passed, const long *failed, int n) {
+  long p = 0, f = 0;
+  for (int r = 0; r < n; r++) {
+    p += passed[r];
+    f += failed[r];
+    if (sums[r] != sums[0]) {
+      printf("checksum of rank %d differs from rank 0\n", r);
+      f++;
+    } else {
+      p++;
+    }
+  }
+  printf("symmpin-app: %ld passed, %ld failed\n", p, f);
+  return f ? 1 : 0;
+}
+
+static int run_procs(char **argv) {
+  ncclUniqueId id;
+  CHECK_NCCL(ncclGetUniqueId(&id));
+  char hex[2 * sizeof(id.internal) + 1];
+  for (int i = 0; i < (int)sizeof(id.internal); i++)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  pid_t pids[MAX_RANKS];
+  char outs[MAX_RANKS][64];
+  for (int r = 0; r < opt.nranks; r++) {
+    char rs[16], ns[16], its[16];
+    snprintf(rs, sizeof rs, "%d", r);
+    snprintf(ns, sizeof ns, "%d", opt.nranks);
+    snprintf(its, sizeof its, "%d", opt.iters);
+    snprintf(outs[r], sizeof outs[r], "/tmp/symmpin-app.%d.%d.out", (int)getpid(), r);
+    char *args[16];
+    int a = 0;
+    args[a++] = argv[0];
+    args[a++] = "--child"; args[a++] = rs;
+    args[a++] = "--uid"; args[a++] = hex;
+    args[a++] = "--ranks"; args[a++] = ns;
+    args[a++] = "--iters"; args[a++] = its;
+    if (opt.diverge) args[a++] = "--diverge";
+    if (opt.bench) args[a++] = "--bench";
+    if (opt.quiet) args[a++] = "--quiet";
+    args[a] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, outs[r], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (posix_spawn(&pids[r], argv[0], &fa, NULL, args, environ) != 0) {
+      perror("posix_spawn");
+      return 2;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  int bad_exit = 0;
+  for (int r = 0; r < opt.nranks; r++) {
+    int st;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      printf("rank %d exited abnormally (status 0x%x)\n", r, st);
+      bad_exit++;
+    }
+  }
+  uint64_t sums[MAX_RANKS] = {0};
+  long passed[MAX_RANKS] = {0}, failed[MAX_RANKS] = {0};
+  for (int r = 0; r < opt.nranks; r++) {
+    FILE *f = fopen(outs[r], "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+      fputs(line, stdout);
+      int rr;
+      sscanf(line, "RESULT rank=%d passed=%ld failed=%ld checksum=%" SCNx64, &rr, &passed[r],
+             &failed[r], &sums[r]);
+    }
+    if (f) fclose(f);
+    unlink(outs[r]);
+  }
+  if (opt.bench) return bad_exit ? 1 : 0;
+  failed[0] += bad_exit;
+  return summarize(sums, passed, failed, opt.nranks);
+}
+
+typedef struct thread_arg {
+  ncclUniqueId id;
+  rank_ctx c;
+} thread_arg;
+
+static void *thread_main(void *p) {
+  thread_arg *t = p;
+  CHECK_CUDA(cudaSetDevice(t->c.dev));
+  CHECK_NCCL(ncclCommInitRank(&t->c.comm, t->c.nranks, t->id, t->c.rank));
+  rank_setup(&t->c);
+  rank_run_checks(&t->c);
+  rank_teardown(&t->c);
+  CHECK_NCCL(ncclCommDestroy(t->c.comm));
+  return NULL;
+}
+
+static int run_threads(int ngpus) {
+  thread_arg t[MAX_RANKS];
+  pthread_t th[MAX_RANKS];
+  ncclUniqueId id;
+  CHECK_NCCL(ncclGetUniqueId(&id));
+  for (int r = 0; r < opt.nranks; r++) {
+    t[r] = (thread_arg){.id = id, .c = {.rank = r, .nranks = opt.nranks, .dev = r % ngpus}};
+    pthread_create(&th[r], NULL, thread_main, &t[r]);
+  }
+  uint64_t sums[MAX_RANKS];
+  long passed[MAX_RANKS], failed[MAX_RANKS];
+  for (int r = 0; r < opt.nranks; r++) {
+    pthread_join(th[r], NULL);
+    report(&t[r].c);
+    sums[r] = t[r].c.checksum;
+    passed[r] = t[r].c.passed;
+    failed[r] = t[r].c.failed;
+  }
+  return summarize(sums, passed, failed, opt.nranks);
+}
+
+/* One thread drives every rank: each all-reduce is issued for all ranks inside one group. */
+static int run_single(int ngpus) {
+  rank_ctx cs[MAX_RANKS];
+  rank_ctx *cp[MAX_RANKS];
+  ncclComm_t comms[MAX_RANKS];
+  int devs[MAX_RANKS];
+  for (int r = 0; r < opt.nranks; r++) devs[r] = r % ngpus;
+  CHECK_NCCL(ncclCommInitAll(comms, opt.nranks, devs));
+  for (int r = 0; r < opt.nranks; r++) {
+    cs[r] = (rank_ctx){.rank = r, .nranks = opt.nranks, .dev = devs[r], .comm = comms[r]};
+    cp[r] = &cs[r];
+    rank_setup(&cs[r]);
+  }
+  if (opt.bench) {
+    rank_bench(cp, opt.nranks, true);
+  } else {
+    for (int it = 0; it < opt.iters; it++)
+      for (int k = 0; k < nops_total; k++) {
+        for (int r = 0; r < opt.nranks; r++) op_start(&cs[r], k, it);
+        CHECK_NCCL(ncclGroupStart());
+        for (int r = 0; r < opt.nranks; r++) op_call(&cs[r], k, it);
+        CHECK_NCCL(ncclGroupEnd());
+        for (int r = 0; r < opt.nranks; r++) op_finish(&cs[r], k, it);
+      }
+  }
+  uint64_t sums[MAX_RANKS];
+  long passed[MAX_RANKS], failed[MAX_RANKS];
+  for (int r = 0; r < opt.nranks; r++) {
+    rank_teardown(&cs[r]);
+    CHECK_NCCL(ncclCommDestroy(cs[r].comm));
+    if (!opt.bench) report(&cs[r]);
+    sums[r] = cs[r].checksum;
+    passed[r] = cs[r].passed;
+    failed[r] = cs[r].failed;
+  }
+  return opt.bench ? 0 : summarize(sums, passed, failed, opt.nranks);
+}
+
+int main(int argc, char **argv) {
+  int child = -1;
+  const char *uid = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--mode") && i + 1 < argc) opt.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) opt.nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) opt.iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--child") && i + 1 < argc) child = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--uid") && i + 1 < argc) uid = argv[++i];
+    else if (!strcmp(argv[i], "--diverge")) opt.diverge = true;
+    else if (!strcmp(argv[i], "--bench")) opt.bench = true;
+    else if (!strcmp(argv[i], "--quiet")) opt.quiet = true;
+    else {
+      fprintf(stderr, "usage: %s [--mode procs|threads|single] [--ranks N] [--iters K] "
+                      "[--diverge] [--bench] [--quiet]\n", argv[0]);
+      return 2;
+    }
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  build_ops();
+  if (child >= 0) return child_main(child, uid);
+  int ngpus;
+  CHECK_CUDA(cudaGetDeviceCount(&ngpus));
+  if (opt.nranks <= 0) opt.nranks = ngpus;
+  if (opt.nranks > MAX_RANKS || opt.nranks > ngpus) {
+    fprintf(stderr, "symmpin-app: %d ranks need %d GPUs (NCCL allows one rank per GPU); %d here\n",
+            opt.nranks, opt.nranks, ngpus);
+    return 2;
+  }
+  printf("symmpin-app: mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s\n", opt.mode, opt.nranks,
+         ngpus, opt.iters, nops_total, opt.diverge ? " diverge" : "");
+  fflush(stdout);
+  if (!strcmp(opt.mode, "procs")) return run_procs(argv);
+  if (opt.bench) {
+    if (!strcmp(opt.mode, "single")) return run_single(ngpus);
+    fprintf(stderr, "--bench runs with --mode procs or single\n");
+    return 2;
+  }
+  if (!strcmp(opt.mode, "threads")) return run_threads(ngpus);
+  if (!strcmp(opt.mode, "single")) return run_single(ngpus);
+  fprintf(stderr, "unknown mode %s\n", opt.mode);
+  return 2;
+}
