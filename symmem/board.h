@@ -38,15 +38,26 @@ typedef enum symmpin_verdict {
   SYMMPIN_VERDICT_FAIL = 2, /* someone gave up or found an inconsistency */
 } symmpin_verdict;
 
-/* Open (creating if first) the board for `key`, as rank `rank` of `nranks`. Never blocks.
+/* A key from bytes all ranks share (an ncclUniqueId, ...): two differently seeded 64-bit hashes. */
+symmpin_board_key symmpin_board_key_from_bytes(const void *p, size_t n);
+/* A child key (ncclCommSplit: a = the parent's split counter, b = the color). Differs from the
+ * parent and from any other (a, b). */
+symmpin_board_key symmpin_board_key_mix(symmpin_board_key k, uint64_t a, uint64_t b);
+
+/* Open (creating if first) the board for `key`, as rank `rank` of `nranks`. Never waits for
+ * other ranks; only, briefly and bounded, for the rank that creates the object to initialize it.
+ * Each rank opens a given board at most once (a second open of the same rank is an error: two
+ * communicators with one key). Returns SYMMPIN_ERR_UNSUPPORTED for more ranks than a host holds.
  * The shared-memory name is unlinked as soon as all nranks have attached, so nothing is left in
- * /dev/shm after a job, even one that crashes later. */
+ * /dev/shm after a job, even one that crashes later; a board that never gets complete (ranks on
+ * other hosts) is unlinked when its last local rank closes it. */
 symmpin_status symmpin_board_open(symmpin_board_key key, int rank, int nranks, symmpin_board **out);
 void symmpin_board_close(symmpin_board *b);
 
-/* Post this rank's blob for `round` (rounds count from 1, each rank posts each round at most once;
- * posting round k makes the blob of round k-1 reusable). `tid` is the posting thread, so that a
- * reader can tell that waiting for a peer driven by its own thread would deadlock. */
+/* Post this rank's blob for `round` (rounds count from 1 and must increase per rank; posting
+ * round k makes the blob of round k-1 reusable). `tid` is the posting thread (any nonzero id that
+ * is unique per thread on the host; 0 = unknown), so that a reader can tell that waiting for a
+ * peer driven by its own thread would deadlock. */
 symmpin_status symmpin_board_post(symmpin_board *b, uint32_t round, const void *blob, size_t bytes,
                                   uint64_t tid);
 
@@ -64,7 +75,8 @@ symmpin_status symmpin_board_wait(symmpin_board *b, uint32_t round, unsigned tim
 const void *symmpin_board_blob(symmpin_board *b, uint32_t round, int r, size_t *bytes);
 
 /* Decide `round` once for all ranks: returns the verdict that stands (the proposed one if this
- * call decided, the earlier one otherwise). */
+ * call decided, the earlier one otherwise). `proposal` is GO or FAIL. Verdicts are kept for the
+ * last 1024 rounds; an older round reads as FAIL. */
 symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_verdict proposal);
 symmpin_verdict symmpin_board_verdict(symmpin_board *b, uint32_t round);
 

@@ -24,17 +24,33 @@ typedef struct symmpin_pool symmpin_pool;
 
 #define SYMMPIN_POOL_EXPORT_BYTES 128 /* one rank's export record for one chunk */
 
-/* Create an empty pool for `rank` of `nranks` on CUDA device `device`. No CUDA call yet. */
+/* Chunks are whole multiples of this (the granularity of cudaMalloc's own large allocations):
+ * a chunk never shares its pages with the program's memory, so exporting it exposes nothing else. */
+#define SYMMPIN_POOL_CHUNK_ALIGN ((size_t)2 << 20)
+
+/* Create an empty pool for `rank` of `nranks` on CUDA device `device`. No CUDA call yet.
+ * A pool belongs to one rank; its caller serializes calls on it (not thread-safe). */
 symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out);
 /* Free every chunk and unmap every peer mapping. Safe on NULL. Synchronizes the device first. */
 void symmpin_pool_destroy(symmpin_pool *p);
+/* Optional first step of a clean teardown: close this rank's mappings of its peers' chunks (after
+ * synchronizing the device), keeping its own chunks. CUDA leaves freeing exported memory that a
+ * peer still maps undefined, so a clean teardown is: every rank unmap_peers(), a barrier (board
+ * round), every rank destroy(). Afterwards addr() of a peer is NULL and the pool cannot grow. */
+symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p);
 
 /* Step 1 of growing to at least `bytes`: allocate (zeroed) the local chunk that covers
- * [current size, bytes) and write this rank's export record into export_rec
- * (SYMMPIN_POOL_EXPORT_BYTES). If the pool is already big enough, writes an empty record. */
+ * [current size, bytes rounded up to SYMMPIN_POOL_CHUNK_ALIGN) and write this rank's export
+ * record into export_rec (SYMMPIN_POOL_EXPORT_BYTES, any alignment). If the pool is already big
+ * enough, writes an empty record. A reserve whose attach failed stays reserved: reserving the same
+ * size again re-exports it; another size is an error. */
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec);
 /* Step 2: map every peer's chunk from their export records (records[r] for rank r, records[rank]
- * is ignored). After it, symmpin_pool_size() is the new size on every rank. */
+ * is ignored; any alignment). After it, symmpin_pool_size() is the new size on every rank.
+ * SYMMPIN_ERR_DISAGREE if the records do not describe the same chunk as this rank's reserve;
+ * SYMMPIN_ERR_UNSUPPORTED if a peer's device is not P2P-reachable. On error the pool keeps its old
+ * size. Note that attach can fail on one rank only: the caller must agree on the outcome (post it)
+ * before anyone uses the new chunk. */
 symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[]);
 
 size_t symmpin_pool_size(const symmpin_pool *p);
@@ -47,5 +63,26 @@ bool symmpin_pool_contains(const symmpin_pool *p, const void *addr, size_t *offs
 
 /* Whether device a can load/store device b's memory (P2P), or a == b. CUDA query, no side effect. */
 bool symmpin_pool_p2p_ok(int device_a, int device_b);
+
+/* Eligibility facts one rank posts (round 1 of the agreement) so that every rank can check the
+ * device pairs. Plain bytes, same layout in every process. */
+typedef struct symmpin_pool_facts {
+  uint64_t proc_token; /* random per process: with pid, "same process" even across pid namespaces */
+  int32_t pid;
+  int32_t device;      /* CUDA ordinal in the posting process */
+  uint8_t uuid[16];    /* the device's UUID: names the GPU across processes */
+} symmpin_pool_facts;
+
+/* This process's facts for CUDA device `device`. */
+symmpin_status symmpin_pool_facts_get(int device, symmpin_pool_facts *out);
+/* Whether a pool can span these ranks' devices (facts[r] for rank r): every pair of devices must
+ * be the same GPU or P2P-capable (both ways). The caller knows all ranks are on one host (they all
+ * posted on one board). Pairs involving a GPU this process cannot see (per-process
+ * CUDA_VISIBLE_DEVICES) cannot be queried here and are left to attach(), where CUDA IPC with
+ * lazy peer access either maps them or fails. Returns SYMMPIN_OK or SYMMPIN_ERR_UNSUPPORTED
+ * (with the reason in why, if why_len > 0) and logs nothing: this is an expected outcome, which
+ * the caller logs at INFO. Same answer on every rank that sees the same GPUs. */
+symmpin_status symmpin_pool_check_peers(const symmpin_pool_facts *facts, int nranks, char *why,
+                                        size_t why_len);
 
 #endif
