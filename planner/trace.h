@@ -15,6 +15,8 @@
 #include "planner/types.h"
 
 #define SYMMPIN_TRACE_VERSION 1
+#define SYMMPIN_TRACE_BUFFER (64u * 1024u) /* the writer's buffer: one write(2) per full buffer */
+#define SYMMPIN_TRACE_LINE_MAX 1024u       /* longest event line the writer produces */
 
 typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_UNKNOWN = 0,
@@ -48,7 +50,8 @@ typedef enum symmpin_trace_path {
   SYMMPIN_PATH_SYMMPIN = 1,
 } symmpin_trace_path;
 
-/* One event. Fields not used by a call are zero and not written. */
+/* One event. Fields not used by a call are not written; a reader leaves them at their defaults:
+ * comm, device, rank, parent and stream_ord -1, everything else 0 (docs/trace-format.md). */
 typedef struct symmpin_trace_event {
   uint64_t seq;   /* per file, from 1 */
   uint64_t t_ns;  /* monotonic ns since the trace started */
@@ -65,7 +68,7 @@ typedef struct symmpin_trace_event {
   /* communicators: comm = the communicator ordinal (docs/design.md), the same on every rank */
   int comm;                  /* -1 = none */
   uint64_t key_hi, key_lo;
-  int rank, nranks;
+  int rank, nranks;          /* comm-init events; all-reduce events too (the caller's rank) */
   int color;                 /* ncclCommSplit only */
   int parent;                /* ncclCommSplit: parent's ordinal */
 
@@ -107,7 +110,8 @@ void symmpin_trace_writer_close(symmpin_trace_writer *w);
 /* One event as one text line (without newline) into buf; returns the length, or -1 if it does
  * not fit. Exposed for tests and for the writer. */
 int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t cap);
-/* Parse one line; SYMMPIN_ERR_INVALID on a malformed line. */
+/* Parse one line (without newline); SYMMPIN_ERR_INVALID on a malformed line. Unknown keys are
+ * skipped, an unknown call name gives SYMMPIN_TRACE_UNKNOWN. */
 symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *ev);
 
 /* Expand a file pattern: %r -> rank ("u" if rank < 0), %p -> pid, %h -> host, %% -> %. */
@@ -119,9 +123,12 @@ typedef struct symmpin_trace_file {
   symmpin_trace_header header;
   symmpin_trace_event *events;
   size_t nevents;
+  size_t skipped;           /* malformed lines dropped (a truncated last line counts here) */
   char path[512];
 } symmpin_trace_file;
 
+/* SYMMPIN_ERR_IO: unreadable; SYMMPIN_ERR_INVALID: no "#symmpin-trace" first line;
+ * SYMMPIN_ERR_UNSUPPORTED: a newer major version. Malformed event lines are skipped and counted. */
 symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out);
 void symmpin_trace_file_free(symmpin_trace_file *f);
 

@@ -1,0 +1,496 @@
+/* Plans (plan.h): the agreement rule over all ranks' records, the overlap facts the slot
+ * assigners need (planner/slots.h), and the O(1) lookup table.
+ *
+ * Determinism: every loop runs over arrays in record order or plan order; hash tables are only
+ * probed, never iterated, so the result cannot depend on addresses or on hash layout. */
+#include "planner/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "planner/hash.h"
+#include "planner/slots.h"
+
+static const char *const reason_names[SYMMPIN_PLAN_REASON_COUNT] = {
+    [SYMMPIN_PLAN_PINNED] = "pinned",
+    [SYMMPIN_PLAN_NOT_ALL_RANKS] = "not on all ranks",
+    [SYMMPIN_PLAN_DIFFERS] = "differs between ranks",
+    [SYMMPIN_PLAN_TOO_LARGE] = "too large",
+    [SYMMPIN_PLAN_UNSUPPORTED] = "unsupported dtype or op",
+    [SYMMPIN_PLAN_NO_STREAM] = "stream unknown",
+    [SYMMPIN_PLAN_CONFLICT] = "overlaps a site sharing its bytes",
+    [SYMMPIN_PLAN_STREAM_OFF_PLAN] = "stream off-plan",
+    [SYMMPIN_PLAN_UNPLANNED] = "not planned yet",
+};
+
+const char *symmpin_plan_reason_name(symmpin_plan_reason r) {
+  return (unsigned)r < SYMMPIN_PLAN_REASON_COUNT ? reason_names[r] : "?";
+}
+
+const char *symmpin_plan_mode_name(symmpin_plan_mode m) {
+  return m == SYMMPIN_PLAN_DEDICATED ? "dedicated" : "shared";
+}
+
+int symmpin_plan_mode_from_name(const char *name) {
+  if (strcmp(name, "shared") == 0) return SYMMPIN_PLAN_SHARED;
+  if (strcmp(name, "dedicated") == 0) return SYMMPIN_PLAN_DEDICATED;
+  return -1;
+}
+
+/* ---- the lookup table ---- */
+
+struct symmpin_plan_index {
+  uint64_t site;
+  size_t i; /* into sites[] */
+  UT_hash_handle hh;
+};
+
+typedef struct plan_impl {
+  symmpin_plan pub;
+  symmpin_plan_index *entries; /* storage, one per site */
+  symmpin_plan_index *head;    /* uthash head */
+} plan_impl;
+
+void symmpin_plan_free(symmpin_plan *p) {
+  if (!p) return;
+  plan_impl *pi = (plan_impl *)p;
+  HASH_CLEAR(hh, pi->head);
+  free(pi->entries);
+  free(p->sites);
+  free(pi);
+}
+
+const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site) {
+  if (!p) return NULL;
+  const plan_impl *pi = (const plan_impl *)p;
+  symmpin_plan_index *e;
+  HASH_FIND(hh, pi->head, &site, sizeof(site), e);
+  return e ? &p->sites[e->i] : NULL;
+}
+
+symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, int stream_ord,
+                                       const symmpin_plan_site **entry) {
+  const symmpin_plan_site *s = symmpin_plan_find(p, site);
+  if (entry) *entry = s;
+  if (!s) return SYMMPIN_PLAN_UNPLANNED;
+  if (!s->pinned) return s->reason;
+  if (stream_ord != s->stream_ord) return SYMMPIN_PLAN_STREAM_OFF_PLAN;
+  return SYMMPIN_PLAN_PINNED;
+}
+
+/* ---- building ---- */
+
+/* What this epoch's records say about one site. */
+typedef struct seen {
+  uint64_t site;
+  size_t order;       /* discovery order */
+  int ranks_with;     /* ranks whose record has it */
+  int last_rank;
+  bool bad;           /* some position holding it differs between ranks */
+  long pos0;          /* first position in rank 0's record, -1 if none */
+  uint64_t calls0;    /* calls in rank 0's record */
+  long plan_i;        /* index in the new plan's sites[], -1 until known */
+  UT_hash_handle hh;
+} seen;
+
+/* Growable arrays of plain values. */
+typedef struct {
+  uint64_t *v;
+  size_t n, cap;
+} u64vec;
+
+static bool u64vec_push(u64vec *a, uint64_t x) {
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 64;
+    uint64_t *v = realloc(a->v, cap * sizeof(*v));
+    if (!v) return false;
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = x;
+  return true;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static bool same_call(const symmpin_call *a, const symmpin_call *b) {
+  return a->site == b->site && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
+         a->stream_ord == b->stream_ord;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+typedef struct builder {
+  const symmpin_record *const *rec;
+  const symmpin_plan_policy *pol;
+  int nranks;
+  seen *table;         /* uthash head */
+  seen **order;        /* by discovery */
+  size_t nseen;
+  long *item_of_site;  /* plan site -> slot item, -1 if none */
+  size_t *site_of_item;
+  symmpin_slot_item *items;
+  size_t nitems;
+  /* Groups: for each run of one group in one rank's record, the distinct items called in it on
+   * their planned stream: members[run_start[k] .. run_start[k+1]). */
+  u64vec members, run_start;
+  u64vec grouped;
+} builder;
+
+static void builder_free(builder *b) {
+  HASH_CLEAR(hh, b->table);
+  for (size_t i = 0; i < b->nseen; i++) free(b->order[i]);
+  free(b->order);
+  free(b->item_of_site);
+  free(b->site_of_item);
+  free(b->items);
+  free(b->members.v);
+  free(b->run_start.v);
+  free(b->grouped.v);
+}
+
+static seen *seen_get(builder *b, uint64_t site, symmpin_status *st) {
+  seen *s;
+  HASH_FIND(hh, b->table, &site, sizeof(site), s);
+  if (s) return s;
+  if ((b->nseen & (b->nseen - 1)) == 0) { /* grow at powers of two */
+    seen **o = realloc(b->order, (b->nseen ? b->nseen * 2 : 1) * sizeof(*o));
+    if (!o) goto nomem;
+    b->order = o;
+  }
+  s = calloc(1, sizeof(*s));
+  if (!s) goto nomem;
+  s->site = site;
+  s->order = b->nseen;
+  s->last_rank = -1;
+  s->pos0 = -1;
+  s->plan_i = -1;
+  HASH_ADD(hh, b->table, site, sizeof(s->site), s);
+  b->order[b->nseen++] = s;
+  return s;
+nomem:
+  fprintf(stderr, "symmpin: plan: out of memory (%zu sites)\n", b->nseen);
+  *st = SYMMPIN_ERR_NOMEM;
+  return NULL;
+}
+
+/* Every site of every record, and which ones the ranks disagree on. */
+static symmpin_status scan_records(builder *b, bool *same_sequence) {
+  symmpin_status st = SYMMPIN_OK;
+  size_t maxlen = 0;
+  bool same_start = true;
+  for (int r = 0; r < b->nranks; r++) {
+    const symmpin_record *rec = b->rec[r];
+    if (rec->ncalls > maxlen) maxlen = rec->ncalls;
+    if (rec->first_call != b->rec[0]->first_call) same_start = false;
+    for (size_t i = 0; i < rec->ncalls; i++) {
+      seen *s = seen_get(b, rec->calls[i].site, &st);
+      if (!s) return st;
+      if (s->last_rank != r) {
+        s->last_rank = r;
+        s->ranks_with++;
+      }
+      if (r == 0) {
+        if (s->pos0 < 0) s->pos0 = (long)i;
+        s->calls0++;
+      }
+    }
+  }
+  /* Position by position: a call that is not the same on every rank taints every site found at
+   * that position (records of different start or length count as differing there too). */
+  bool same = same_start;
+  for (size_t i = 0; i < maxlen; i++) {
+    bool agree = same_start;
+    for (int r = 0; r < b->nranks && agree; r++)
+      agree = i < b->rec[r]->ncalls && same_call(&b->rec[r]->calls[i], &b->rec[0]->calls[i]);
+    if (agree) continue;
+    same = false;
+    for (int r = 0; r < b->nranks; r++) {
+      if (i >= b->rec[r]->ncalls) continue;
+      seen *s;
+      HASH_FIND(hh, b->table, &b->rec[r]->calls[i].site, sizeof(uint64_t), s);
+      s->bad = true;
+    }
+  }
+  *same_sequence = same;
+  return SYMMPIN_OK;
+}
+
+/* Decide a site first seen in this epoch (before placement). */
+static symmpin_plan_reason decide(const builder *b, const seen *s, symmpin_plan_site *out) {
+  const symmpin_plan_policy *pol = b->pol;
+  if (s->ranks_with < b->nranks) return SYMMPIN_PLAN_NOT_ALL_RANKS;
+  if (s->bad) return SYMMPIN_PLAN_DIFFERS;
+  int dtype = out->dtype, op = out->op;
+  if (dtype < 0 || dtype >= SYMMPIN_DTYPE_COUNT || op < 0 || op >= SYMMPIN_OP_COUNT ||
+      (pol->supports && !pol->supports(dtype, op, pol->ctx)))
+    return SYMMPIN_PLAN_UNSUPPORTED;
+  uint64_t esize = symmpin_dtype_size(dtype);
+  if (pol->max_bytes && (out->count > pol->max_bytes / esize ||
+                         out->count * esize > pol->max_bytes))
+    return SYMMPIN_PLAN_TOO_LARGE;
+  if (out->stream_ord < 0) return SYMMPIN_PLAN_NO_STREAM;
+  size_t bytes = pol->slot_bytes((size_t)out->count, dtype, b->nranks, pol->ctx);
+  if (bytes == 0) return SYMMPIN_PLAN_UNSUPPORTED;
+  out->slot_bytes = bytes;
+  return SYMMPIN_PLAN_PINNED;
+}
+
+static long item_for_site(const builder *b, uint64_t site) {
+  seen *s;
+  HASH_FIND(hh, b->table, &site, sizeof(site), s);
+  return (s && s->plan_i >= 0) ? b->item_of_site[s->plan_i] : -1;
+}
+
+/* Collect group runs (distinct items per run, on their planned stream) and the sorted pair keys. */
+static symmpin_status collect_groups(builder *b) {
+  for (int r = 0; r < b->nranks; r++) {
+    const symmpin_record *rec = b->rec[r];
+    for (size_t i = 0; i < rec->ncalls;) {
+      uint32_t g = rec->calls[i].group;
+      size_t j = i;
+      while (j < rec->ncalls && rec->calls[j].group == g) j++;
+      if (g != 0) {
+        size_t start = b->members.n;
+        for (size_t k = i; k < j; k++) {
+          long it = item_for_site(b, rec->calls[k].site);
+          if (it < 0 || b->items[it].stream != rec->calls[k].stream_ord) continue;
+          bool dup = false;
+          for (size_t m = start; m < b->members.n && !dup; m++) dup = b->members.v[m] == (uint64_t)it;
+          if (!dup && !u64vec_push(&b->members, (uint64_t)it)) goto nomem;
+        }
+        if (b->members.n - start >= 2) {
+          if (!u64vec_push(&b->run_start, start)) goto nomem;
+          for (size_t x = start; x < b->members.n; x++)
+            for (size_t y = x + 1; y < b->members.n; y++) {
+              uint64_t a = b->members.v[x], c = b->members.v[y];
+              uint64_t key = a < c ? (a << 32 | c) : (c << 32 | a);
+              if (!u64vec_push(&b->grouped, key)) goto nomem;
+            }
+        } else {
+          b->members.n = start;
+        }
+      }
+      i = j;
+    }
+  }
+  if (!u64vec_push(&b->run_start, b->members.n)) goto nomem; /* sentinel */
+  qsort(b->grouped.v, b->grouped.n, sizeof(uint64_t), cmp_u64);
+  size_t u = 0;
+  for (size_t k = 0; k < b->grouped.n; k++)
+    if (u == 0 || b->grouped.v[k] != b->grouped.v[u - 1]) b->grouped.v[u++] = b->grouped.v[k];
+  b->grouped.n = u;
+  return SYMMPIN_OK;
+nomem:
+  fprintf(stderr, "symmpin: plan: out of memory collecting groups\n");
+  return SYMMPIN_ERR_NOMEM;
+}
+
+/* The most slot bytes that can be in flight at once: per stream, the largest pinned slot or the
+ * largest group of pinned slots on it, whichever is more; summed over streams (streams are never
+ * ordered, so all can be busy at once). */
+static uint64_t lower_bound(const builder *b, const symmpin_plan *plan) {
+  u64vec streams = {0}, best = {0};
+  uint64_t total = 0;
+  bool ok = true;
+#define BEST_FOR(stream_, bytes_)                                              \
+  do {                                                                         \
+    size_t k_ = 0;                                                             \
+    while (k_ < streams.n && streams.v[k_] != (uint64_t)(stream_)) k_++;       \
+    if (k_ == streams.n)                                                       \
+      ok = ok && u64vec_push(&streams, (uint64_t)(stream_)) && u64vec_push(&best, 0); \
+    if (ok && (bytes_) > best.v[k_]) best.v[k_] = (bytes_);                    \
+  } while (0)
+  for (size_t it = 0; it < b->nitems && ok; it++) {
+    const symmpin_plan_site *s = &plan->sites[b->site_of_item[it]];
+    if (s->pinned) BEST_FOR(s->stream_ord, s->slot_bytes);
+  }
+  for (size_t k = 0; k + 1 < b->run_start.n && ok; k++) {
+    /* Sum per stream over this run's pinned members. Runs are short: quadratic is fine. */
+    for (size_t x = b->run_start.v[k]; x < b->run_start.v[k + 1] && ok; x++) {
+      const symmpin_slot_item *ix = &b->items[b->members.v[x]];
+      bool first_of_stream = true;
+      for (size_t y = b->run_start.v[k]; y < x; y++)
+        if (b->items[b->members.v[y]].stream == ix->stream) first_of_stream = false;
+      if (!first_of_stream) continue;
+      uint64_t sum = 0;
+      for (size_t y = x; y < b->run_start.v[k + 1]; y++) {
+        const symmpin_plan_site *sy = &plan->sites[b->site_of_item[b->members.v[y]]];
+        if (b->items[b->members.v[y]].stream == ix->stream && sy->pinned) sum += sy->slot_bytes;
+      }
+      BEST_FOR(ix->stream, sum);
+    }
+  }
+#undef BEST_FOR
+  for (size_t k = 0; k < best.n; k++) total += best.v[k];
+  free(streams.v);
+  free(best.v);
+  return ok ? total : 0;
+}
+
+static uint64_t plan_digest(const symmpin_plan *p) {
+  uint64_t h = symmpin_hash_combine(0x706c616e31ULL /* "plan1" */, (uint64_t)(int64_t)p->comm);
+  h = symmpin_hash_combine(h, p->epoch);
+  h = symmpin_hash_combine(h, (uint64_t)p->mode);
+  h = symmpin_hash_combine(h, p->nsites);
+  for (size_t i = 0; i < p->nsites; i++) {
+    const symmpin_plan_site *s = &p->sites[i];
+    h = symmpin_hash_combine(h, s->site);
+    h = symmpin_hash_combine(h, (uint64_t)s->pinned << 32 | (uint32_t)s->reason);
+    h = symmpin_hash_combine(h, s->offset);
+    h = symmpin_hash_combine(h, s->slot_bytes);
+    h = symmpin_hash_combine(h, (uint64_t)(int64_t)s->stream_ord);
+  }
+  return symmpin_hash_combine(h, p->pool_bytes);
+}
+
+static symmpin_status check_inputs(const symmpin_record *const *records,
+                                   const symmpin_plan_policy *pol, const symmpin_plan *prev) {
+  if (!records || !pol || pol->nranks < 1 || !pol->slot_bytes) goto bad;
+  if (pol->alignment & (pol->alignment - 1)) goto bad;
+  for (int r = 0; r < pol->nranks; r++) {
+    const symmpin_record *rec = records[r];
+    if (!rec || rec->rank != r || rec->nranks != pol->nranks || rec->comm != records[0]->comm)
+      goto bad;
+  }
+  if (prev && (prev->comm != records[0]->comm || prev->nranks != pol->nranks)) goto bad;
+  return SYMMPIN_OK;
+bad:
+  fprintf(stderr, "symmpin: plan: invalid input (records must be ranks 0..n-1 of one communicator,"
+                  " alignment a power of two, slot_bytes set)\n");
+  return SYMMPIN_ERR_INVALID;
+}
+
+symmpin_status symmpin_plan_make(const symmpin_record *const *records,
+                                 const symmpin_plan_policy *pol, const symmpin_plan *prev,
+                                 symmpin_plan **out) {
+  symmpin_status st = check_inputs(records, pol, prev);
+  if (st != SYMMPIN_OK) return st;
+  builder b = {.rec = records, .pol = pol, .nranks = pol->nranks};
+  plan_impl *pi = calloc(1, sizeof(*pi));
+  if (!pi) {
+    fprintf(stderr, "symmpin: plan: out of memory\n");
+    return SYMMPIN_ERR_NOMEM;
+  }
+  symmpin_plan *p = &pi->pub;
+  p->comm = records[0]->comm;
+  p->nranks = pol->nranks;
+  p->epoch = prev ? prev->epoch + 1 : 0;
+  p->mode = pol->mode;
+  p->alignment = pol->alignment ? pol->alignment : 256;
+
+  st = scan_records(&b, &p->same_sequence);
+  if (st != SYMMPIN_OK) goto fail;
+
+  /* Sites: the previous plan's, unchanged, then the new ones in discovery order. */
+  size_t nold = prev ? prev->nsites : 0, nnew = 0;
+  for (size_t i = 0; i < b.nseen; i++)
+    if (!symmpin_plan_find(prev, b.order[i]->site)) nnew++;
+  p->nsites = nold + nnew;
+  p->nnew = nnew;
+  p->sites = calloc(p->nsites ? p->nsites : 1, sizeof(*p->sites));
+  b.item_of_site = malloc((p->nsites ? p->nsites : 1) * sizeof(*b.item_of_site));
+  b.site_of_item = malloc((p->nsites ? p->nsites : 1) * sizeof(*b.site_of_item));
+  b.items = calloc(p->nsites ? p->nsites : 1, sizeof(*b.items));
+  if (!p->sites || !b.item_of_site || !b.site_of_item || !b.items) goto nomem;
+  if (nold) memcpy(p->sites, prev->sites, nold * sizeof(*p->sites));
+  for (size_t i = 0; i < nold; i++) {
+    seen *s;
+    HASH_FIND(hh, b.table, &p->sites[i].site, sizeof(uint64_t), s);
+    if (s) s->plan_i = (long)i;
+  }
+  size_t k = nold;
+  for (size_t i = 0; i < b.nseen; i++) {
+    seen *s = b.order[i];
+    if (s->plan_i >= 0) continue;
+    symmpin_plan_site *ps = &p->sites[k];
+    s->plan_i = (long)k++;
+    /* Shape and stream from the site's first call in rank 0's record, else any rank's. */
+    const symmpin_call *c = NULL;
+    if (s->pos0 >= 0) {
+      c = &records[0]->calls[s->pos0];
+    } else {
+      for (int r = 1; r < b.nranks && !c; r++)
+        for (size_t j = 0; j < records[r]->ncalls && !c; j++)
+          if (records[r]->calls[j].site == s->site) c = &records[r]->calls[j];
+    }
+    *ps = (symmpin_plan_site){.site = s->site, .count = c->count, .dtype = c->dtype, .op = c->op,
+                              .stream_ord = c->stream_ord, .epoch = p->epoch, .calls = s->calls0};
+    ps->reason = decide(&b, s, ps);
+    if (ps->reason != SYMMPIN_PLAN_PINNED) ps->slot_bytes = 0;
+    ps->slot_bytes = align_up(ps->slot_bytes, p->alignment);
+  }
+
+  /* Slot items: every site holding bytes from earlier plans (pinned or demoted: their bytes stay
+   * reserved, calls issued before a demotion may still be in flight), then the new candidates. */
+  for (size_t i = 0; i < p->nsites; i++) {
+    const symmpin_plan_site *ps = &p->sites[i];
+    bool holds = i < nold ? ps->slot_bytes > 0 : ps->reason == SYMMPIN_PLAN_PINNED;
+    b.item_of_site[i] = holds ? (long)b.nitems : -1;
+    if (!holds) continue;
+    b.site_of_item[b.nitems] = i;
+    b.items[b.nitems++] = (symmpin_slot_item){.bytes = ps->slot_bytes, .stream = ps->stream_ord,
+                                              .placed = i < nold, .offset = ps->offset};
+  }
+  st = collect_groups(&b);
+  if (st != SYMMPIN_OK) goto fail;
+
+  /* Earlier sites sharing bytes that this epoch shows in one group: the later one goes to NCCL. */
+  symmpin_slot_problem prob = {.items = b.items, .nitems = b.nitems, .grouped = b.grouped.v,
+                               .ngrouped = b.grouped.n, .alignment = p->alignment,
+                               .pool_bytes = prev ? prev->pool_bytes : 0};
+  for (size_t g = 0; g < b.grouped.n; g++) {
+    size_t x = (size_t)(b.grouped.v[g] >> 32), y = (size_t)(b.grouped.v[g] & 0xffffffffu);
+    symmpin_plan_site *sx = &p->sites[b.site_of_item[x]], *sy = &p->sites[b.site_of_item[y]];
+    if (b.site_of_item[y] >= nold || !sx->pinned || !sy->pinned) continue;
+    if (symmpin_slots_intersect(&b.items[x], &b.items[y])) {
+      sy->pinned = false;
+      sy->reason = SYMMPIN_PLAN_CONFLICT;
+    }
+  }
+
+  const symmpin_slot_assigner *as =
+      pol->mode == SYMMPIN_PLAN_DEDICATED ? &symmpin_slots_dedicated : &symmpin_slots_shared;
+  st = as->assign(&prob);
+  if (st != SYMMPIN_OK) goto fail;
+  p->pool_bytes = prob.pool_bytes;
+  for (size_t it = 0; it < b.nitems; it++) {
+    symmpin_plan_site *ps = &p->sites[b.site_of_item[it]];
+    if (b.site_of_item[it] >= nold) {
+      ps->offset = b.items[it].offset;
+      ps->pinned = true;
+    }
+  }
+  for (size_t i = 0; i < p->nsites; i++) {
+    if (!p->sites[i].pinned) continue;
+    p->npinned++;
+    p->dedicated_bytes += p->sites[i].slot_bytes;
+  }
+  p->lower_bound_bytes = lower_bound(&b, p);
+  p->digest = plan_digest(p);
+
+  pi->entries = calloc(p->nsites ? p->nsites : 1, sizeof(*pi->entries));
+  if (!pi->entries) goto nomem;
+  for (size_t i = 0; i < p->nsites; i++) {
+    symmpin_plan_index *e = &pi->entries[i];
+    e->site = p->sites[i].site;
+    e->i = i;
+    HASH_ADD(hh, pi->head, site, sizeof(e->site), e);
+  }
+  p->index = pi->head;
+  builder_free(&b);
+  *out = p;
+  return SYMMPIN_OK;
+nomem:
+  fprintf(stderr, "symmpin: plan: out of memory\n");
+  st = SYMMPIN_ERR_NOMEM;
+fail:
+  builder_free(&b);
+  symmpin_plan_free(p);
+  return st;
+}

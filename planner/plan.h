@@ -1,0 +1,116 @@
+/* Plans: which all-reduce sites of a communicator get a slot in the symmetric pool, and where.
+ *
+ * A plan is a deterministic function of ALL ranks' call records (planner/record.h): the preload
+ * exchanges records over the board and every rank calls symmpin_plan_make() on the same inputs,
+ * so the plans are identical by construction; the digest is compared afterwards as a check.
+ *
+ * Agreement rule: a site is pinned only if every rank's record has it with the same shape and the
+ * same calls at the same positions (same index in the record, same stream ordinal). Sites on
+ * which ranks differ stay on NCCL; the others are still planned.
+ *
+ * Epochs: the first plan comes from the warm-up records (prev = NULL). Later plans extend the
+ * previous one from records of the calls since it (prev != NULL): sites already in prev keep
+ * their decision and offset (offsets never move); sites seen for the first time are decided by
+ * the same rule and placed without moving anything. See docs/planner.md. */
+#ifndef SYMMPIN_PLANNER_PLAN_H
+#define SYMMPIN_PLANNER_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/record.h"
+#include "planner/types.h"
+
+typedef enum symmpin_plan_mode {
+  SYMMPIN_PLAN_SHARED = 0,    /* default: sites that never overlap share bytes */
+  SYMMPIN_PLAN_DEDICATED = 1, /* each site its own slot */
+} symmpin_plan_mode;
+
+/* Why a site is not pinned, or (lookup only) why this call may not use its slot. */
+typedef enum symmpin_plan_reason {
+  SYMMPIN_PLAN_PINNED = 0,       /* redirect */
+  SYMMPIN_PLAN_NOT_ALL_RANKS,    /* some rank's record lacks the site */
+  SYMMPIN_PLAN_DIFFERS,          /* ranks differ: call positions, counts, shapes or streams */
+  SYMMPIN_PLAN_TOO_LARGE,        /* message bytes above max_bytes */
+  SYMMPIN_PLAN_UNSUPPORTED,      /* datatype, op or shape the kernels do not handle */
+  SYMMPIN_PLAN_NO_STREAM,        /* stream ordinal unknown (the comm's stream table was full) */
+  SYMMPIN_PLAN_CONFLICT,         /* a later record showed it in flight with a site sharing its bytes */
+  SYMMPIN_PLAN_STREAM_OFF_PLAN,  /* lookup: this call's stream is not the one planned */
+  SYMMPIN_PLAN_UNPLANNED,        /* lookup: site first seen after the plan */
+  SYMMPIN_PLAN_REASON_COUNT,
+} symmpin_plan_reason;
+
+const char *symmpin_plan_reason_name(symmpin_plan_reason r);
+const char *symmpin_plan_mode_name(symmpin_plan_mode m);
+/* "shared" / "dedicated" -> mode; -1 if neither. */
+int symmpin_plan_mode_from_name(const char *name);
+
+/* Slot bytes for a call shape, a multiple of 256; 0 = unsupported shape. In the library this is
+ * the kernels' symmpin_oneshot_slot_bytes (staged form). */
+typedef size_t (*symmpin_slot_bytes_fn)(size_t count, int dtype, int nranks, void *ctx);
+/* Whether the kernels handle (dtype, op). */
+typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
+
+typedef struct symmpin_plan_policy {
+  symmpin_plan_mode mode;
+  uint64_t max_bytes;             /* SYMMPIN_MAX_BYTES: larger messages stay on NCCL; 0 = no limit */
+  uint64_t alignment;             /* slot offsets and sizes; a power of two; 0 = 256 */
+  symmpin_slot_bytes_fn slot_bytes;
+  symmpin_supports_fn supports;   /* may be NULL: every datatype and op of planner/types.h */
+  void *ctx;                      /* passed to both callbacks */
+  int nranks;                     /* records[] has this many entries, records[r] is rank r's */
+} symmpin_plan_policy;
+
+typedef struct symmpin_plan_site {
+  uint64_t site;
+  uint64_t count;
+  int dtype, op;
+  bool pinned;
+  symmpin_plan_reason reason;  /* SYMMPIN_PLAN_PINNED when pinned */
+  uint64_t offset;             /* the slot [offset, offset + slot_bytes) in every rank's pool */
+  uint64_t slot_bytes;         /* what the kernels asked for, rounded up to the alignment; 0 if
+                                * never placed */
+  int stream_ord;              /* the stream ordinal it was planned on (its first call's) */
+  uint32_t epoch;              /* the plan epoch that decided it (0 = warm-up plan) */
+  uint64_t calls;              /* calls in rank 0's record of that epoch */
+} symmpin_plan_site;
+
+typedef struct symmpin_plan_index symmpin_plan_index; /* opaque: the O(1) lookup table */
+
+typedef struct symmpin_plan {
+  int comm, nranks;
+  uint32_t epoch;               /* 0 for the first plan, +1 per extension */
+  symmpin_plan_mode mode;
+  uint64_t alignment;
+  uint64_t pool_bytes;          /* = planned_bytes: the pool this plan needs (never shrinks) */
+  uint64_t dedicated_bytes;     /* sum of pinned sites' slot bytes */
+  uint64_t lower_bound_bytes;   /* most slot bytes that can be in flight at once (docs/planner.md) */
+  uint64_t digest;              /* of every site's decision, offset, size and stream, and the pool */
+  bool same_sequence;           /* this epoch's records were identical on every rank */
+  size_t nsites, npinned;
+  size_t nnew;                  /* sites first decided by this epoch (the last nnew of sites[]) */
+  symmpin_plan_site *sites;     /* earlier epochs' sites first, then new ones in order of first
+                                 * appearance (rank 0's record first, then rank 1's, ...) */
+  symmpin_plan_index *index;
+} symmpin_plan;
+
+/* Make the first plan (prev == NULL) or extend prev with the calls since it. records[r] is rank
+ * r's record; every rank must pass the same records in the same order. The result is a new plan
+ * (prev is left untouched, so readers of prev may keep using it until they switch). */
+symmpin_status symmpin_plan_make(const symmpin_record *const *records,
+                                 const symmpin_plan_policy *policy, const symmpin_plan *prev,
+                                 symmpin_plan **out);
+void symmpin_plan_free(symmpin_plan *p);
+
+/* O(1): the site's entry, or NULL if the plan has not seen it. */
+const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site);
+
+/* The per-call decision: SYMMPIN_PLAN_PINNED (redirect into *entry's slot) or why not. A pinned
+ * site called on a stream ordinal other than its planned one gives SYMMPIN_PLAN_STREAM_OFF_PLAN:
+ * its slot used from two unordered streams would corrupt data. *entry (may be NULL) is set
+ * whenever the site is in the plan. */
+symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, int stream_ord,
+                                       const symmpin_plan_site **entry);
+
+#endif

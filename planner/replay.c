@@ -1,0 +1,577 @@
+/* symmpin-replay's engine (replay.h): traces -> per communicator, per rank call sequences ->
+ * warm-up, epochs and plans as the preload computes them -> a text or JSON report.
+ *
+ * Communicators are matched across files by their 128-bit key (from the comm-init events), not by
+ * ordinal: ordinals agree between ranks of one communicator, but two disjoint split children can
+ * have the same ordinal in different processes. A file whose events carry no key falls back to
+ * the ordinal. */
+#include "planner/replay.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/record.h"
+#include "planner/site.h"
+#include "planner/trace.h"
+#include "planner/warmup.h"
+
+#define SYMMPIN_MAX_RANKS_PER_FILE 64 /* ranks of one communicator one process may drive */
+
+typedef struct rank_data {
+  int rank;
+  int file;                 /* index into the loaded files */
+  symmpin_call *calls;      /* in call order; .group holds the raw group token until recorded */
+  size_t ncalls, cap;
+  symmpin_site_table *sites;
+  /* what the simulation found */
+  uint64_t warmup_end;      /* call count that ended warm-up; 0 if it never did */
+  uint32_t period;
+} rank_data;
+
+typedef struct comm_data {
+  uint64_t key_hi, key_lo;
+  int ordinal;              /* as in the first file that showed it */
+  int nranks;
+  rank_data **ranks;        /* [nranks], NULL where no trace has the rank */
+  /* the simulation */
+  symmpin_plan *plan;       /* last plan; NULL if warm-up never ended everywhere */
+  uint64_t *rank_digest;    /* [nranks] the digest each rank computed */
+  bool complete, agreed;
+  int epochs;
+} comm_data;
+
+typedef struct thread_state {
+  uint64_t tid;
+  int depth;
+  uint64_t token;
+} thread_state;
+
+typedef struct loaded {
+  symmpin_trace_file *files;
+  int nfiles;
+  comm_data *comms;
+  size_t ncomms;
+  size_t unattributed;      /* all-reduces whose rank could not be told */
+} loaded;
+
+/* Splits learn rank and size lazily, so a communicator may grow as events come in. */
+static bool comm_grow(comm_data *c, int nranks) {
+  if (nranks <= c->nranks) return true;
+  rank_data **r = realloc(c->ranks, (size_t)nranks * sizeof(*r));
+  if (!r) return false;
+  memset(r + c->nranks, 0, (size_t)(nranks - c->nranks) * sizeof(*r));
+  c->ranks = r;
+  c->nranks = nranks;
+  return true;
+}
+
+/* Index of the communicator with this key (or, unkeyed, this ordinal), added if new; -1 if out of
+ * memory. Indices, not pointers: the array moves as it grows. */
+static long comm_get(loaded *L, uint64_t hi, uint64_t lo, int ordinal, int nranks) {
+  bool keyed = hi || lo;
+  for (size_t i = 0; i < L->ncomms; i++) {
+    comm_data *c = &L->comms[i];
+    if (keyed ? (c->key_hi == hi && c->key_lo == lo)
+              : (!c->key_hi && !c->key_lo && c->ordinal == ordinal))
+      return comm_grow(c, nranks) ? (long)i : -1;
+  }
+  comm_data *v = realloc(L->comms, (L->ncomms + 1) * sizeof(*v));
+  if (!v) return -1;
+  L->comms = v;
+  comm_data *c = &L->comms[L->ncomms];
+  memset(c, 0, sizeof(*c));
+  c->key_hi = hi;
+  c->key_lo = lo;
+  c->ordinal = ordinal;
+  if (!comm_grow(c, nranks > 0 ? nranks : 1)) return -1;
+  return (long)L->ncomms++;
+}
+
+static rank_data *rank_get(comm_data *c, int rank, int file, int ordinal) {
+  if (rank < 0 || rank >= c->nranks) return NULL;
+  if (!c->ranks[rank]) {
+    rank_data *r = calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->rank = rank;
+    r->file = file;
+    r->sites = symmpin_site_table_create(ordinal);
+    if (!r->sites) {
+      free(r);
+      return NULL;
+    }
+    c->ranks[rank] = r;
+  }
+  return c->ranks[rank];
+}
+
+static bool is_init(symmpin_trace_call c) {
+  return c == SYMMPIN_TRACE_COMM_INIT_RANK || c == SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG ||
+         c == SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE || c == SYMMPIN_TRACE_COMM_INIT_ALL ||
+         c == SYMMPIN_TRACE_COMM_SPLIT;
+}
+
+/* What one file said about one communicator ordinal. */
+typedef struct file_comm {
+  int ordinal;
+  long comm; /* index into loaded.comms */
+  int ranks[SYMMPIN_MAX_RANKS_PER_FILE], devices[SYMMPIN_MAX_RANKS_PER_FILE];
+  int nranks_here;
+} file_comm;
+
+static symmpin_status load_file(loaded *L, int fi) {
+  const symmpin_trace_file *f = &L->files[fi];
+  file_comm *fc = NULL;
+  size_t nfc = 0;
+  thread_state *ts = NULL;
+  size_t nts = 0;
+  uint64_t next_token = 0;
+  symmpin_status st = SYMMPIN_OK;
+
+  for (size_t e = 0; e < f->nevents && st == SYMMPIN_OK; e++) {
+    const symmpin_trace_event *ev = &f->events[e];
+    if (is_init(ev->call)) {
+      if (ev->rc != 0 || ev->comm < 0) continue;
+      long ci = comm_get(L, ev->key_hi, ev->key_lo, ev->comm, ev->nranks);
+      if (ci < 0) goto nomem;
+      comm_data *c = &L->comms[ci];
+      size_t k = 0;
+      while (k < nfc && fc[k].ordinal != ev->comm) k++;
+      if (k == nfc) {
+        file_comm *v = realloc(fc, (nfc + 1) * sizeof(*v));
+        if (!v) goto nomem;
+        fc = v;
+        memset(&fc[nfc], 0, sizeof(fc[nfc]));
+        fc[nfc++].ordinal = ev->comm;
+      }
+      fc[k].comm = ci;
+      if (fc[k].nranks_here < SYMMPIN_MAX_RANKS_PER_FILE && ev->rank >= 0) {
+        fc[k].ranks[fc[k].nranks_here] = ev->rank;
+        fc[k].devices[fc[k].nranks_here++] = ev->device;
+      }
+      if (!rank_get(c, ev->rank, fi, ev->comm) && ev->rank >= 0) goto nomem;
+      continue;
+    }
+    if (ev->call == SYMMPIN_TRACE_GROUP_START || ev->call == SYMMPIN_TRACE_GROUP_END) {
+      if (ev->rc != 0) continue;
+      size_t k = 0;
+      while (k < nts && ts[k].tid != ev->tid) k++;
+      if (k == nts) {
+        thread_state *v = realloc(ts, (nts + 1) * sizeof(*v));
+        if (!v) goto nomem;
+        ts = v;
+        ts[nts++] = (thread_state){ev->tid, 0, 0};
+      }
+      /* Count depth ourselves (the recorded depth is the same when present); a group opens a new
+       * token only at depth 0 -> 1, nested groups belong to the outermost one. */
+      if (ev->call == SYMMPIN_TRACE_GROUP_START) {
+        if (ts[k].depth++ == 0) ts[k].token = ++next_token;
+      } else if (ts[k].depth > 0 && --ts[k].depth == 0) {
+        ts[k].token = 0;
+      }
+      continue;
+    }
+    if (ev->call != SYMMPIN_TRACE_ALL_REDUCE || ev->comm < 0) continue;
+    size_t k = 0;
+    while (k < nfc && fc[k].ordinal != ev->comm) k++;
+    if (k == nfc) { /* no comm-init seen for it (trace started late): cannot place it */
+      L->unattributed++;
+      continue;
+    }
+    int rank = ev->rank;
+    if (rank < 0) { /* older traces: the only rank here, or the one on this device */
+      if (fc[k].nranks_here == 1) rank = fc[k].ranks[0];
+      for (int i = 0; i < fc[k].nranks_here && rank < 0; i++)
+        if (fc[k].devices[i] == ev->device) rank = fc[k].ranks[i];
+    }
+    comm_data *c = &L->comms[fc[k].comm];
+    if (!comm_grow(c, ev->nranks)) goto nomem;
+    rank_data *r = rank >= 0 ? rank_get(c, rank, fi, ev->comm) : NULL;
+    if (!r) {
+      L->unattributed++;
+      continue;
+    }
+    uint64_t token = 0;
+    for (size_t t = 0; t < nts; t++)
+      if (ts[t].tid == ev->tid) token = ts[t].token;
+    if (r->ncalls == r->cap) {
+      size_t cap = r->cap ? r->cap * 2 : 256;
+      symmpin_call *v = realloc(r->calls, cap * sizeof(*v));
+      if (!v) goto nomem;
+      r->calls = v;
+      r->cap = cap;
+    }
+    bool in_place = ev->send_ptr == ev->recv_ptr ||
+                    (ev->send_alloc && ev->send_alloc == ev->recv_alloc &&
+                     ev->send_off == ev->recv_off);
+    r->calls[r->ncalls] = (symmpin_call){.site = ev->site, .count = ev->count, .dtype = ev->dtype,
+                                         .op = ev->op, .stream_ord = ev->stream_ord,
+                                         .group = (uint32_t)token, .in_place = in_place,
+                                         .capturing = ev->capturing != 0,
+                                         .send_alloc = ev->send_alloc, .recv_alloc = ev->recv_alloc};
+    symmpin_site_call sc = {.site = ev->site, .count = ev->count, .dtype = ev->dtype, .op = ev->op,
+                            .stream_ord = ev->stream_ord, .in_place = in_place,
+                            .send_alloc = ev->send_alloc, .recv_alloc = ev->recv_alloc,
+                            .index = r->ncalls};
+    r->ncalls++;
+    st = symmpin_site_table_add(r->sites, &sc);
+  }
+  free(fc);
+  free(ts);
+  return st;
+nomem:
+  fprintf(stderr, "symmpin-replay: out of memory reading %s\n", f->path);
+  free(fc);
+  free(ts);
+  return SYMMPIN_ERR_NOMEM;
+}
+
+/* A record of calls [from, to) of one rank, group tokens renumbered as the preload's record does. */
+static symmpin_status make_record(const rank_data *r, int comm, int nranks, size_t from, size_t to,
+                                  symmpin_record *rec) {
+  symmpin_record_init(rec, comm, r->rank, nranks, from);
+  for (size_t i = from; i < to; i++) {
+    symmpin_call c = r->calls[i];
+    symmpin_status st = symmpin_record_append(rec, &c, c.group);
+    if (st != SYMMPIN_OK) {
+      symmpin_record_free(rec);
+      return st;
+    }
+  }
+  return SYMMPIN_OK;
+}
+
+/* Warm-up, then epochs, while every rank's trace reaches the next agreement point. */
+static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, int ordinal) {
+  symmpin_warmup_config cfg = {o->warmup};
+  size_t n = c->nranks > 0 ? (size_t)c->nranks : 1;
+  uint64_t *start = calloc(n, sizeof(*start)), *end = calloc(n, sizeof(*end));
+  symmpin_epochs *ep = calloc(n, sizeof(*ep));
+  symmpin_record *recs = calloc(n, sizeof(*recs));
+  const symmpin_record **rp = calloc(n, sizeof(*rp));
+  c->rank_digest = calloc(n, sizeof(*c->rank_digest));
+  symmpin_status st = SYMMPIN_OK;
+  if (!start || !end || !ep || !recs || !rp || !c->rank_digest) {
+    st = SYMMPIN_ERR_NOMEM;
+    goto out;
+  }
+  c->complete = true;
+  for (int r = 0; r < c->nranks; r++) c->complete = c->complete && c->ranks[r];
+  if (!c->complete) goto out;
+
+  bool all_warm = true;
+  for (int r = 0; r < c->nranks; r++) {
+    rank_data *rd = c->ranks[r];
+    symmpin_warmup w;
+    st = symmpin_warmup_init(&w, &cfg);
+    if (st != SYMMPIN_OK) goto out;
+    for (size_t i = 0; i < rd->ncalls; i++)
+      if (symmpin_warmup_step(&w, rd->calls[i].site)) {
+        rd->warmup_end = i + 1;
+        rd->period = w.period;
+        break;
+      }
+    symmpin_warmup_free(&w);
+    if (!rd->warmup_end) all_warm = false;
+  }
+  if (!all_warm) goto out;
+
+  symmpin_plan_policy pol = {.mode = o->mode, .max_bytes = o->max_bytes, .alignment = 256,
+                             .slot_bytes = o->slot_bytes, .supports = o->supports, .ctx = o->ctx,
+                             .nranks = c->nranks};
+  for (int r = 0; r < c->nranks; r++) symmpin_epochs_init(&ep[r], &cfg, c->ranks[r]->warmup_end);
+  for (int r = 0; r < c->nranks; r++) end[r] = c->ranks[r]->warmup_end;
+  for (;;) {
+    bool reached = true;
+    for (int r = 0; r < c->nranks; r++) reached = reached && end[r] <= c->ranks[r]->ncalls;
+    if (!reached) break;
+    for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
+      st = make_record(c->ranks[r], ordinal, c->nranks, start[r], end[r], &recs[r]);
+      rp[r] = &recs[r];
+    }
+    symmpin_plan *next = NULL;
+    /* Every rank runs the same function on the same records; do it per rank, as they would. */
+    for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
+      symmpin_plan *mine = NULL;
+      st = symmpin_plan_make(rp, &pol, c->plan, &mine);
+      if (st != SYMMPIN_OK) break;
+      c->rank_digest[r] = mine->digest;
+      if (!next)
+        next = mine;
+      else
+        symmpin_plan_free(mine);
+    }
+    for (int r = 0; r < c->nranks; r++) symmpin_record_free(&recs[r]);
+    if (st != SYMMPIN_OK) {
+      symmpin_plan_free(next);
+      break;
+    }
+    symmpin_plan_free(c->plan);
+    c->plan = next;
+    c->epochs++;
+    for (int r = 0; r < c->nranks; r++) {
+      start[r] = end[r];
+      symmpin_epochs_advance(&ep[r], next->nnew > 0);
+      end[r] = ep[r].next;
+    }
+  }
+  if (c->plan) {
+    c->agreed = true;
+    for (int r = 1; r < c->nranks; r++) c->agreed = c->agreed && c->rank_digest[r] == c->rank_digest[0];
+  }
+out:
+  free(start);
+  free(end);
+  free(ep);
+  free(recs);
+  free(rp);
+  if (st == SYMMPIN_ERR_NOMEM) fprintf(stderr, "symmpin-replay: out of memory\n");
+  return st;
+}
+
+/* ---- reporting ---- */
+
+/* The first rank that has a trace: its site table stands for the communicator. */
+static const rank_data *first_rank(const comm_data *c) {
+  for (int r = 0; r < c->nranks; r++)
+    if (c->ranks[r]) return c->ranks[r];
+  return NULL;
+}
+
+static bool same_sequence(const comm_data *c) {
+  const rank_data *a = first_rank(c);
+  if (!c->complete || !a) return false;
+  for (int r = 0; r < c->nranks; r++) {
+    const rank_data *b = c->ranks[r];
+    if (b->ncalls != a->ncalls) return false;
+    for (size_t i = 0; i < a->ncalls; i++)
+      if (b->calls[i].site != a->calls[i].site || b->calls[i].stream_ord != a->calls[i].stream_ord)
+        return false;
+  }
+  return true;
+}
+
+static void json_str(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(out, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(out, "\\u%04x", ch);
+    else
+      fputc(ch, out);
+  }
+  fputc('"', out);
+}
+
+/* The plan entry for a site, with the reason a site outside every plan gets. */
+static void site_decision(const comm_data *c, uint64_t site, bool *pinned, uint64_t *offset,
+                          uint64_t *slot, int *stream, const char **reason) {
+  const symmpin_plan_site *ps = c->plan ? symmpin_plan_find(c->plan, site) : NULL;
+  *pinned = ps && ps->pinned;
+  *offset = ps ? ps->offset : 0;
+  *slot = ps ? ps->slot_bytes : 0;
+  *stream = ps ? ps->stream_ord : -1;
+  if (ps)
+    *reason = symmpin_plan_reason_name(ps->reason);
+  else if (!c->complete)
+    *reason = "ranks missing from the traces";
+  else
+    *reason = symmpin_plan_reason_name(SYMMPIN_PLAN_UNPLANNED);
+}
+
+static void streams_list(FILE *out, uint64_t mask, bool json) {
+  bool first = true;
+  for (int s = 0; s < 64; s++)
+    if (mask >> s & 1) {
+      fprintf(out, first ? "%d" : (json ? ",%d" : " %d"), s);
+      first = false;
+    }
+}
+
+static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *out) {
+  fprintf(out, "{\"version\":1,\"mode\":\"%s\",\"warmup\":%u,\"max_bytes\":%" PRIu64
+               ",\"slot_bytes_from\":\"%s\",\"unattributed_calls\":%zu,\"files\":[",
+          symmpin_plan_mode_name(o->mode), o->warmup ? o->warmup : SYMMPIN_WARMUP_DEFAULT,
+          o->max_bytes, symmpin_replay_slot_source(), L->unattributed);
+  for (int f = 0; f < L->nfiles; f++) {
+    if (f) fputc(',', out);
+    json_str(out, L->files[f].path);
+  }
+  fprintf(out, "],\"comms\":[");
+  for (size_t i = 0; i < L->ncomms; i++) {
+    const comm_data *c = &L->comms[i];
+    const rank_data *r0 = first_rank(c);
+    const symmpin_plan *p = c->plan;
+    fprintf(out, "%s{\"comm\":%d,\"key\":\"%016" PRIx64 "%016" PRIx64 "\",\"nranks\":%d,"
+                 "\"ranks_present\":[",
+            i ? "," : "", c->ordinal, c->key_hi, c->key_lo, c->nranks);
+    bool first = true;
+    for (int r = 0; r < c->nranks; r++)
+      if (c->ranks[r]) {
+        fprintf(out, first ? "%d" : ",%d", r);
+        first = false;
+      }
+    fprintf(out, "],\"calls\":[");
+    for (int r = 0; r < c->nranks; r++)
+      fprintf(out, r ? ",%zu" : "%zu", c->ranks[r] ? c->ranks[r]->ncalls : 0);
+    fprintf(out, "],\"warmup_end\":[");
+    for (int r = 0; r < c->nranks; r++)
+      fprintf(out, r ? ",%" PRIu64 : "%" PRIu64, c->ranks[r] ? c->ranks[r]->warmup_end : 0);
+    fprintf(out, "],\"complete\":%s,\"same_sequence\":%s,\"agreed\":%s,\"epochs\":%d,"
+                 "\"digest\":\"%016" PRIx64 "\",\"pool_bytes\":%" PRIu64 ",\"dedicated_bytes\":%" PRIu64
+                 ",\"planned_bytes\":%" PRIu64 ",\"lower_bound_bytes\":%" PRIu64 ",\"sites\":[",
+            c->complete ? "true" : "false", same_sequence(c) ? "true" : "false",
+            c->agreed ? "true" : "false", c->epochs, p ? p->digest : 0, p ? p->pool_bytes : 0,
+            p ? p->dedicated_bytes : 0, p ? p->pool_bytes : 0, p ? p->lower_bound_bytes : 0);
+    size_t ns = symmpin_site_table_count(r0 ? r0->sites : NULL);
+    for (size_t k = 0; k < ns; k++) {
+      const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
+      bool pinned;
+      uint64_t off, slot;
+      int stream;
+      const char *reason;
+      site_decision(c, s->id, &pinned, &off, &slot, &stream, &reason);
+      fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"calls\":%" PRIu64 ",\"bytes\":%" PRIu64
+                   ",\"count\":%" PRIu64 ",\"dtype\":\"%s\",\"op\":\"%s\",\"streams\":[",
+              k ? "," : "", s->id, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
+              symmpin_op_name(s->op));
+      streams_list(out, s->streams, true);
+      fprintf(out, "],\"in_place\":%" PRIu64 ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,"
+                   "\"offset\":%" PRIu64 ",\"slot_bytes\":%" PRIu64 ",\"stream\":%d,\"reason\":",
+              s->in_place, s->out_of_place, pinned ? "true" : "false", off, slot, stream);
+      json_str(out, reason);
+      fputc('}', out);
+    }
+    fprintf(out, "]}");
+  }
+  fprintf(out, "]}\n");
+}
+
+static void report_text(const loaded *L, const symmpin_replay_options *o, FILE *out) {
+  fprintf(out, "symmpin-replay: %d trace file(s), planner %s, warm-up %u, max bytes %" PRIu64
+               ", slot sizes from the %s\n",
+          L->nfiles, symmpin_plan_mode_name(o->mode), o->warmup ? o->warmup : SYMMPIN_WARMUP_DEFAULT,
+          o->max_bytes, symmpin_replay_slot_source());
+  if (L->unattributed)
+    fprintf(out, "  %zu all-reduce(s) could not be attributed to a communicator rank\n",
+            L->unattributed);
+  for (size_t i = 0; i < L->ncomms; i++) {
+    const comm_data *c = &L->comms[i];
+    const rank_data *r0 = first_rank(c);
+    fprintf(out, "\ncommunicator %d (key %016" PRIx64 "%016" PRIx64 "), %d rank(s)\n", c->ordinal,
+            c->key_hi, c->key_lo, c->nranks);
+    for (int r = 0; r < c->nranks; r++) {
+      const rank_data *rd = c->ranks[r];
+      if (!rd) {
+        fprintf(out, "  rank %d: no trace\n", r);
+        continue;
+      }
+      fprintf(out, "  rank %d: %s, %zu all-reduce(s), warm-up ", r, L->files[rd->file].path,
+              rd->ncalls);
+      if (rd->warmup_end)
+        fprintf(out, "ended at call %" PRIu64 " (%s %u)\n", rd->warmup_end,
+                rd->period ? "repeat of period" : "limit, period", rd->period);
+      else
+        fprintf(out, "did not end\n");
+    }
+    fprintf(out, "  same sequence of sites on every rank: %s\n", same_sequence(c) ? "yes" : "no");
+    if (!r0) continue;
+    fprintf(out, "  call sites (rank %d):\n", r0->rank);
+    for (size_t k = 0; k < symmpin_site_table_count(r0->sites); k++) {
+      const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
+      fprintf(out, "    %016" PRIx64 "  %" PRIu64 " call(s), %" PRIu64 " bytes, count %" PRIu64
+                   " %s %s, streams {",
+              s->id, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
+              symmpin_op_name(s->op));
+      streams_list(out, s->streams, false);
+      fprintf(out, "}, in-place %" PRIu64 " / out-of-place %" PRIu64 ", calls #%" PRIu64
+                   "..#%" PRIu64 "\n",
+              s->in_place, s->out_of_place, s->first_call, s->last_call);
+    }
+    /* Allocations: ids recorded at the sites, described by the rank's allocation events. */
+    fprintf(out, "  allocations holding communication buffers (rank %d):\n", r0->rank);
+    const symmpin_trace_file *f = &L->files[r0->file];
+    for (size_t e = 0; e < f->nevents; e++) {
+      const symmpin_trace_event *ev = &f->events[e];
+      if (ev->call != SYMMPIN_TRACE_CUDA_MALLOC && ev->call != SYMMPIN_TRACE_CUDA_MALLOC_ASYNC &&
+          ev->call != SYMMPIN_TRACE_NCCL_MEM_ALLOC)
+        continue;
+      if (!ev->alloc) continue;
+      const char *use = NULL;
+      for (size_t k = 0; k < symmpin_site_table_count(r0->sites) && !use; k++) {
+        const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
+        for (int a = 0; a < s->nsend_allocs && !use; a++)
+          if (s->send_allocs[a] == ev->alloc) use = "send";
+        for (int a = 0; a < s->nrecv_allocs && !use; a++)
+          if (s->recv_allocs[a] == ev->alloc) use = "recv";
+      }
+      if (use)
+        fprintf(out, "    alloc %" PRIu64 ": %s of %" PRIu64 " bytes at 0x%" PRIx64
+                     " on device %d (stack %016" PRIx64 "), used as %s buffer\n",
+                ev->alloc, symmpin_trace_call_name(ev->call), ev->size, ev->ptr, ev->device,
+                ev->stack, use);
+    }
+    if (!c->complete) {
+      fprintf(out, "  agreement: FAIL (ranks missing from the traces): everything stays on NCCL\n");
+      continue;
+    }
+    if (!c->plan) {
+      fprintf(out, "  no plan: warm-up did not end on every rank within the trace\n");
+      continue;
+    }
+    const symmpin_plan *p = c->plan;
+    fprintf(out, "  plan after %d epoch(s), mode %s:\n", c->epochs, symmpin_plan_mode_name(p->mode));
+    for (int r = 0; r < c->nranks; r++)
+      fprintf(out, "    rank %d computes digest %016" PRIx64 "\n", r, c->rank_digest[r]);
+    for (size_t k = 0; k < p->nsites; k++) {
+      const symmpin_plan_site *s = &p->sites[k];
+      if (s->pinned)
+        fprintf(out, "    %016" PRIx64 "  pinned  offset %" PRIu64 ", slot %" PRIu64
+                     " bytes, stream %d (epoch %u)\n",
+                s->site, s->offset, s->slot_bytes, s->stream_ord, s->epoch);
+      else
+        fprintf(out, "    %016" PRIx64 "  NCCL    %s (epoch %u)\n", s->site,
+                symmpin_plan_reason_name(s->reason), s->epoch);
+    }
+    fprintf(out, "  pool %" PRIu64 " bytes (dedicated would be %" PRIu64 ", lower bound %" PRIu64
+                 "), %zu of %zu site(s) pinned\n",
+            p->pool_bytes, p->dedicated_bytes, p->lower_bound_bytes, p->npinned, p->nsites);
+    fprintf(out, "  agreement: %s\n", c->agreed ? "GO (every rank computes the same plan)"
+                                                : "FAIL (plans differ between ranks)");
+  }
+}
+
+symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
+                                  const symmpin_replay_options *o, FILE *out) {
+  loaded L = {0};
+  symmpin_status st = SYMMPIN_OK;
+  L.files = calloc((size_t)(npaths > 0 ? npaths : 1), sizeof(*L.files));
+  if (!L.files) return SYMMPIN_ERR_NOMEM;
+  for (int i = 0; i < npaths && st == SYMMPIN_OK; i++) {
+    st = symmpin_trace_read(paths[i], &L.files[i]);
+    if (st == SYMMPIN_OK) L.nfiles++;
+  }
+  for (int i = 0; i < L.nfiles && st == SYMMPIN_OK; i++) st = load_file(&L, i);
+  for (size_t i = 0; i < L.ncomms && st == SYMMPIN_OK; i++)
+    st = simulate(&L.comms[i], o, L.comms[i].ordinal);
+  if (st == SYMMPIN_OK) (o->json ? report_json : report_text)(&L, o, out);
+
+  for (size_t i = 0; i < L.ncomms; i++) {
+    comm_data *c = &L.comms[i];
+    for (int r = 0; r < c->nranks; r++)
+      if (c->ranks[r]) {
+        free(c->ranks[r]->calls);
+        symmpin_site_table_destroy(c->ranks[r]->sites);
+        free(c->ranks[r]);
+      }
+    free(c->ranks);
+    free(c->rank_digest);
+    symmpin_plan_free(c->plan);
+  }
+  free(L.comms);
+  for (int i = 0; i < L.nfiles; i++) symmpin_trace_file_free(&L.files[i]);
+  free(L.files);
+  return st;
+}

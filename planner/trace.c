@@ -1,0 +1,561 @@
+/* The trace (trace.h, docs/trace-format.md): a table of fields drives both the writer and the
+ * reader, so a field is declared once. The writer formats by hand into its buffer (no stdio, no
+ * malloc after open) under one mutex; the reader slurps a whole file and parses it line by line. */
+#include "planner/trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- call names ---- */
+
+static const char *const call_names[SYMMPIN_TRACE_CALL_COUNT] = {
+    [SYMMPIN_TRACE_UNKNOWN] = "unknown",
+    [SYMMPIN_TRACE_CUDA_MALLOC] = "cudaMalloc",
+    [SYMMPIN_TRACE_CUDA_FREE] = "cudaFree",
+    [SYMMPIN_TRACE_CUDA_MALLOC_ASYNC] = "cudaMallocAsync",
+    [SYMMPIN_TRACE_CUDA_FREE_ASYNC] = "cudaFreeAsync",
+    [SYMMPIN_TRACE_NCCL_MEM_ALLOC] = "ncclMemAlloc",
+    [SYMMPIN_TRACE_NCCL_MEM_FREE] = "ncclMemFree",
+    [SYMMPIN_TRACE_COMM_INIT_RANK] = "ncclCommInitRank",
+    [SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG] = "ncclCommInitRankConfig",
+    [SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE] = "ncclCommInitRankScalable",
+    [SYMMPIN_TRACE_COMM_INIT_ALL] = "ncclCommInitAll",
+    [SYMMPIN_TRACE_COMM_SPLIT] = "ncclCommSplit",
+    [SYMMPIN_TRACE_COMM_DESTROY] = "ncclCommDestroy",
+    [SYMMPIN_TRACE_COMM_ABORT] = "ncclCommAbort",
+    [SYMMPIN_TRACE_COMM_FINALIZE] = "ncclCommFinalize",
+    [SYMMPIN_TRACE_GROUP_START] = "ncclGroupStart",
+    [SYMMPIN_TRACE_GROUP_END] = "ncclGroupEnd",
+    [SYMMPIN_TRACE_ALL_REDUCE] = "ncclAllReduce",
+};
+
+const char *symmpin_trace_call_name(symmpin_trace_call c) {
+  return ((unsigned)c < SYMMPIN_TRACE_CALL_COUNT) ? call_names[c] : call_names[0];
+}
+
+symmpin_trace_call symmpin_trace_call_from_name(const char *name) {
+  for (int c = 1; c < SYMMPIN_TRACE_CALL_COUNT; c++)
+    if (strcmp(name, call_names[c]) == 0) return (symmpin_trace_call)c;
+  return SYMMPIN_TRACE_UNKNOWN;
+}
+
+/* ---- the field table ---- */
+
+/* Which calls write a field: one bit per call kind. */
+#define C(x) (1u << SYMMPIN_TRACE_##x)
+#define ALLOCS (C(CUDA_MALLOC) | C(CUDA_MALLOC_ASYNC) | C(NCCL_MEM_ALLOC))
+#define FREES (C(CUDA_FREE) | C(CUDA_FREE_ASYNC) | C(NCCL_MEM_FREE))
+#define INITS (C(COMM_INIT_RANK) | C(COMM_INIT_RANK_CONFIG) | C(COMM_INIT_RANK_SCALABLE) | \
+               C(COMM_INIT_ALL) | C(COMM_SPLIT))
+#define ENDS (C(COMM_DESTROY) | C(COMM_ABORT) | C(COMM_FINALIZE))
+#define GROUPS (C(GROUP_START) | C(GROUP_END))
+#define AR C(ALL_REDUCE)
+#define ALL_CALLS (~0u)
+
+typedef enum { F_U64, F_HEX, F_INT, F_DTYPE, F_OP } field_type;
+
+typedef struct {
+  const char *key;
+  size_t off;
+  field_type type;
+  unsigned calls;
+} field;
+
+#define E(m) offsetof(symmpin_trace_event, m)
+static const field fields[] = {
+    {"rc", E(rc), F_INT, ALL_CALLS},
+    {"dev", E(device), F_INT, ALL_CALLS},
+    {"ptr", E(ptr), F_HEX, ALLOCS | FREES},
+    {"size", E(size), F_U64, ALLOCS},
+    {"alloc", E(alloc), F_U64, ALLOCS | FREES},
+    {"stack", E(stack), F_HEX, ALLOCS | INITS | AR},
+    {"stream", E(stream), F_HEX, C(CUDA_MALLOC_ASYNC) | C(CUDA_FREE_ASYNC) | AR},
+    {"comm", E(comm), F_INT, INITS | ENDS | AR},
+    {"key_hi", E(key_hi), F_HEX, INITS},
+    {"key_lo", E(key_lo), F_HEX, INITS},
+    {"rank", E(rank), F_INT, INITS | AR},
+    {"nranks", E(nranks), F_INT, INITS | AR},
+    {"color", E(color), F_INT, C(COMM_SPLIT)},
+    {"parent", E(parent), F_INT, C(COMM_SPLIT)},
+    {"depth", E(depth), F_INT, GROUPS},
+    {"site", E(site), F_HEX, AR},
+    {"count", E(count), F_U64, AR},
+    {"dtype", E(dtype), F_DTYPE, AR},
+    {"op", E(op), F_OP, AR},
+    {"send_alloc", E(send_alloc), F_U64, AR},
+    {"send_off", E(send_off), F_U64, AR},
+    {"recv_alloc", E(recv_alloc), F_U64, AR},
+    {"recv_off", E(recv_off), F_U64, AR},
+    {"send_ptr", E(send_ptr), F_HEX, AR},
+    {"recv_ptr", E(recv_ptr), F_HEX, AR},
+    {"stream_ord", E(stream_ord), F_INT, AR},
+    {"capturing", E(capturing), F_INT, AR},
+    {"path", E(path), F_INT, AR},
+    {"reason", E(reason), F_INT, AR},
+};
+#undef E
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
+static uint64_t *u64_at(symmpin_trace_event *ev, const field *f) {
+  return (uint64_t *)((char *)ev + f->off);
+}
+static int *int_at(symmpin_trace_event *ev, const field *f) { return (int *)((char *)ev + f->off); }
+
+/* ---- formatting (no stdio: this runs inside intercepted calls, under the writer's lock) ---- */
+
+typedef struct {
+  char *p, *end;
+  bool full;
+} out_buf;
+
+static void put_str(out_buf *o, const char *s) {
+  size_t n = strlen(s);
+  if ((size_t)(o->end - o->p) < n) {
+    o->full = true;
+    return;
+  }
+  memcpy(o->p, s, n);
+  o->p += n;
+}
+
+static void put_u64(out_buf *o, uint64_t v, int base) {
+  char tmp[24];
+  int n = 0;
+  do {
+    unsigned d = (unsigned)(v % (unsigned)base);
+    tmp[n++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+    v /= (unsigned)base;
+  } while (v);
+  if (base == 16) put_str(o, "0x");
+  if ((size_t)(o->end - o->p) < (size_t)n) {
+    o->full = true;
+    return;
+  }
+  while (n) *o->p++ = tmp[--n];
+}
+
+static void put_int(out_buf *o, int v) {
+  if (v < 0) {
+    put_str(o, "-");
+    put_u64(o, (uint64_t)(-(int64_t)v), 10);
+  } else {
+    put_u64(o, (uint64_t)v, 10);
+  }
+}
+
+int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t cap) {
+  out_buf o = {buf, buf + cap, false};
+  put_u64(&o, ev->seq, 10);
+  put_str(&o, " ");
+  put_u64(&o, ev->t_ns, 10);
+  put_str(&o, " ");
+  put_u64(&o, ev->tid, 10);
+  put_str(&o, " ");
+  put_str(&o, symmpin_trace_call_name(ev->call));
+  unsigned bit = ((unsigned)ev->call < SYMMPIN_TRACE_CALL_COUNT) ? 1u << ev->call : 0;
+  symmpin_trace_event *e = (symmpin_trace_event *)ev; /* the accessors only read through it */
+  for (size_t i = 0; i < NFIELDS; i++) {
+    const field *f = &fields[i];
+    if (!(f->calls & bit)) continue;
+    put_str(&o, " ");
+    put_str(&o, f->key);
+    put_str(&o, "=");
+    switch (f->type) {
+    case F_U64: put_u64(&o, *u64_at(e, f), 10); break;
+    case F_HEX: put_u64(&o, *u64_at(e, f), 16); break;
+    case F_INT: put_int(&o, *int_at(e, f)); break;
+    case F_DTYPE:
+    case F_OP: {
+      /* Names when known, the number otherwise (e.g. a PreMulSum op), so every value round-trips. */
+      int v = *int_at(e, f);
+      const char *name = f->type == F_DTYPE ? symmpin_dtype_name(v) : symmpin_op_name(v);
+      if (strcmp(name, "?") != 0)
+        put_str(&o, name);
+      else
+        put_int(&o, v);
+      break;
+    }
+    }
+  }
+  if (o.full) return -1;
+  return (int)(o.p - buf);
+}
+
+/* ---- parsing ---- */
+
+/* Whole-token integer parse: decimal, or hex with a 0x prefix; optional '-' for ints. */
+static bool parse_u64(const char *s, uint64_t *out) {
+  if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ') return false;
+  int base = 10;
+  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    base = 16;
+    s += 2;
+    if (*s == '\0') return false;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, base);
+  if (errno || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_int(const char *s, int *out) {
+  bool neg = *s == '-';
+  uint64_t v;
+  if (!parse_u64(neg ? s + 1 : s, &v)) return false;
+  if (v > (neg ? 2147483648ULL : 2147483647ULL)) return false;
+  *out = neg ? (int)(-(int64_t)v) : (int)v;
+  return true;
+}
+
+static void event_defaults(symmpin_trace_event *ev) {
+  memset(ev, 0, sizeof(*ev));
+  ev->comm = -1;
+  ev->device = -1;
+  ev->rank = -1;
+  ev->parent = -1;
+  ev->stream_ord = -1;
+}
+
+static bool parse_field(symmpin_trace_event *ev, const char *key, const char *val) {
+  for (size_t i = 0; i < NFIELDS; i++) {
+    const field *f = &fields[i];
+    if (strcmp(f->key, key) != 0) continue;
+    switch (f->type) {
+    case F_U64:
+    case F_HEX: return parse_u64(val, u64_at(ev, f));
+    case F_INT: return parse_int(val, int_at(ev, f));
+    case F_DTYPE:
+    case F_OP: {
+      int v = f->type == F_DTYPE ? symmpin_dtype_from_name(val) : symmpin_op_from_name(val);
+      if (v >= 0) {
+        *int_at(ev, f) = v;
+        return true;
+      }
+      return parse_int(val, int_at(ev, f));
+    }
+    }
+  }
+  return true; /* an unknown key: a newer writer's field, skipped */
+}
+
+symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *out) {
+  char tmp[4096];
+  size_t len = strlen(line);
+  while (len && (line[len - 1] == '\r' || line[len - 1] == '\n')) len--;
+  if (len == 0 || len >= sizeof(tmp)) return SYMMPIN_ERR_INVALID;
+  memcpy(tmp, line, len);
+  tmp[len] = '\0';
+
+  symmpin_trace_event ev;
+  event_defaults(&ev);
+  char *save = NULL;
+  char *tok[4];
+  for (int i = 0; i < 4; i++) {
+    tok[i] = strtok_r(i ? NULL : tmp, " \t", &save);
+    if (!tok[i]) return SYMMPIN_ERR_INVALID;
+  }
+  if (!parse_u64(tok[0], &ev.seq) || !parse_u64(tok[1], &ev.t_ns) || !parse_u64(tok[2], &ev.tid))
+    return SYMMPIN_ERR_INVALID;
+  ev.call = symmpin_trace_call_from_name(tok[3]);
+  for (char *t; (t = strtok_r(NULL, " \t", &save));) {
+    char *eq = strchr(t, '=');
+    if (!eq || eq == t) return SYMMPIN_ERR_INVALID;
+    *eq = '\0';
+    if (!parse_field(&ev, t, eq + 1)) return SYMMPIN_ERR_INVALID;
+  }
+  *out = ev;
+  return SYMMPIN_OK;
+}
+
+/* ---- path patterns ---- */
+
+symmpin_status symmpin_trace_expand_path(const char *pattern, int rank, int pid, const char *host,
+                                         char *out, size_t cap) {
+  out_buf o = {out, out + (cap ? cap - 1 : 0), cap == 0};
+  for (const char *p = pattern; *p && !o.full; p++) {
+    if (*p != '%') {
+      char c[2] = {*p, 0};
+      put_str(&o, c);
+      continue;
+    }
+    switch (*++p) {
+    case 'r':
+      if (rank < 0)
+        put_str(&o, "u");
+      else
+        put_int(&o, rank);
+      break;
+    case 'p': put_int(&o, pid); break;
+    case 'h': put_str(&o, host ? host : "unknown"); break;
+    case '%': put_str(&o, "%"); break;
+    default:
+      fprintf(stderr, "symmpin: trace path '%s': unknown escape '%%%c' (use %%r %%p %%h %%%%)\n",
+              pattern, *p ? *p : ' ');
+      return SYMMPIN_ERR_INVALID;
+    }
+  }
+  if (o.full) {
+    fprintf(stderr, "symmpin: trace path '%s' expands past %zu bytes\n", pattern, cap);
+    return SYMMPIN_ERR_INVALID;
+  }
+  *o.p = '\0';
+  return SYMMPIN_OK;
+}
+
+/* ---- writer ---- */
+
+struct symmpin_trace_writer {
+  pthread_mutex_t lock;
+  int fd;
+  bool failed; /* a write failed: logged once, later events are dropped */
+  uint64_t seq;
+  size_t used;
+  char path[512];
+  char buf[SYMMPIN_TRACE_BUFFER];
+};
+
+/* Caller holds the lock. One write(2) per call, repeated only for partial writes. */
+static symmpin_status drain(symmpin_trace_writer *w) {
+  size_t done = 0;
+  while (done < w->used && !w->failed) {
+    ssize_t n = write(w->fd, w->buf + done, w->used - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      fprintf(stderr, "symmpin: trace %s: write failed (%s); tracing stops\n", w->path,
+              n < 0 ? strerror(errno) : "no progress");
+      w->failed = true;
+    } else {
+      done += (size_t)n;
+    }
+  }
+  w->used = 0;
+  return w->failed ? SYMMPIN_ERR_IO : SYMMPIN_OK;
+}
+
+static void put_header_line(out_buf *o, const char *key, const char *sval, int64_t ival, bool num) {
+  put_str(o, "#");
+  put_str(o, key);
+  put_str(o, "=");
+  if (num)
+    ival < 0 ? (put_str(o, "-"), put_u64(o, (uint64_t)-ival, 10)) : put_u64(o, (uint64_t)ival, 10);
+  else
+    put_str(o, sval);
+  put_str(o, "\n");
+}
+
+symmpin_status symmpin_trace_writer_open(const char *path, const symmpin_trace_header *h,
+                                         symmpin_trace_writer **out) {
+  if (!path || !h || !out) return SYMMPIN_ERR_INVALID;
+  symmpin_trace_writer *w = calloc(1, sizeof(*w));
+  if (!w) {
+    fprintf(stderr, "symmpin: trace %s: out of memory\n", path);
+    return SYMMPIN_ERR_NOMEM;
+  }
+  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd < 0) {
+    fprintf(stderr, "symmpin: trace %s: cannot create (%s)\n", path, strerror(errno));
+    free(w);
+    return SYMMPIN_ERR_IO;
+  }
+  pthread_mutex_init(&w->lock, NULL);
+  snprintf(w->path, sizeof(w->path), "%s", path);
+
+  /* Header values run to the end of their line, so newlines in them would break it. */
+  char host[sizeof(h->host)], prog[sizeof(h->program)];
+  snprintf(host, sizeof(host), "%s", h->host);
+  snprintf(prog, sizeof(prog), "%s", h->program);
+  for (char *p = host; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = '?';
+  for (char *p = prog; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = '?';
+  out_buf o = {w->buf, w->buf + sizeof(w->buf), false};
+  put_str(&o, "#symmpin-trace ");
+  put_u64(&o, SYMMPIN_TRACE_VERSION, 10);
+  put_str(&o, "\n");
+  put_header_line(&o, "host", host, 0, false);
+  put_header_line(&o, "pid", NULL, h->pid, true);
+  put_header_line(&o, "rank", NULL, h->rank, true);
+  put_header_line(&o, "program", prog, 0, false);
+  put_header_line(&o, "start_unix_ns", NULL, (int64_t)h->start_unix_ns, true);
+  put_str(&o, "#fields=seq t_ns tid call key=value...\n");
+  w->used = (size_t)(o.p - w->buf);
+  *out = w;
+  return SYMMPIN_OK;
+}
+
+symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_event *ev) {
+  if (!w || !ev) return SYMMPIN_ERR_INVALID;
+  symmpin_status st = SYMMPIN_OK;
+  pthread_mutex_lock(&w->lock);
+  if (w->failed) {
+    pthread_mutex_unlock(&w->lock);
+    return SYMMPIN_ERR_IO;
+  }
+  if (sizeof(w->buf) - w->used < SYMMPIN_TRACE_LINE_MAX + 1) st = drain(w);
+  if (st == SYMMPIN_OK) {
+    ev->seq = ++w->seq;
+    int n = symmpin_trace_format_event(ev, w->buf + w->used, SYMMPIN_TRACE_LINE_MAX);
+    if (n < 0) {
+      /* Cannot happen with the current fields (the longest line is ~700 bytes); a bug. */
+      w->seq--;
+      st = SYMMPIN_ERR_INTERNAL;
+    } else {
+      w->used += (size_t)n;
+      w->buf[w->used++] = '\n';
+    }
+  }
+  pthread_mutex_unlock(&w->lock);
+  if (st == SYMMPIN_ERR_INTERNAL) fprintf(stderr, "symmpin: trace: event line too long\n");
+  return st;
+}
+
+symmpin_status symmpin_trace_writer_flush(symmpin_trace_writer *w) {
+  if (!w) return SYMMPIN_ERR_INVALID;
+  pthread_mutex_lock(&w->lock);
+  symmpin_status st = drain(w);
+  pthread_mutex_unlock(&w->lock);
+  return st;
+}
+
+void symmpin_trace_writer_close(symmpin_trace_writer *w) {
+  if (!w) return;
+  symmpin_trace_writer_flush(w);
+  close(w->fd);
+  pthread_mutex_destroy(&w->lock);
+  free(w);
+}
+
+/* ---- reader ---- */
+
+static void parse_header_line(symmpin_trace_header *h, const char *line) {
+  const char *eq = strchr(line, '=');
+  if (!eq) return; /* a comment */
+  size_t klen = (size_t)(eq - line);
+  const char *v = eq + 1;
+  int iv;
+  uint64_t uv;
+#define KEY(k) (klen == strlen(k) && strncmp(line, k, klen) == 0)
+  if (KEY("host"))
+    snprintf(h->host, sizeof(h->host), "%s", v);
+  else if (KEY("program"))
+    snprintf(h->program, sizeof(h->program), "%s", v);
+  else if (KEY("pid") && parse_int(v, &iv))
+    h->pid = iv;
+  else if (KEY("rank") && parse_int(v, &iv))
+    h->rank = iv;
+  else if (KEY("start_unix_ns") && parse_u64(v, &uv))
+    h->start_unix_ns = uv;
+#undef KEY
+}
+
+symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    fprintf(stderr, "symmpin: trace %s: cannot open (%s)\n", path, strerror(errno));
+    return SYMMPIN_ERR_IO;
+  }
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (cap - len < 65536) {
+      size_t ncap = cap ? cap * 2 : 1u << 20;
+      char *t = realloc(text, ncap + 1);
+      if (!t) {
+        fprintf(stderr, "symmpin: trace %s: out of memory\n", path);
+        free(text);
+        fclose(fp);
+        return SYMMPIN_ERR_NOMEM;
+      }
+      text = t;
+      cap = ncap;
+    }
+    size_t n = fread(text + len, 1, cap - len, fp);
+    len += n;
+    if (n == 0) break;
+  }
+  bool io_error = ferror(fp);
+  fclose(fp);
+  if (io_error) {
+    fprintf(stderr, "symmpin: trace %s: read error\n", path);
+    free(text);
+    return SYMMPIN_ERR_IO;
+  }
+  text[len] = '\0';
+
+  symmpin_trace_file f;
+  memset(&f, 0, sizeof(f));
+  f.header.rank = -1;
+  snprintf(f.path, sizeof(f.path), "%s", path);
+  symmpin_status st = SYMMPIN_OK;
+  size_t ecap = 0;
+  bool first = true;
+  for (char *line = text; line < text + len && st == SYMMPIN_OK;) {
+    char *nl = strchr(line, '\n');
+    bool complete = nl != NULL;
+    if (nl) *nl = '\0';
+    char *next = nl ? nl + 1 : text + len;
+    size_t ll = strlen(line);
+    if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+    if (first) {
+      first = false;
+      int version;
+      if (strncmp(line, "#symmpin-trace ", 15) != 0 || !parse_int(line + 15, &version)) {
+        fprintf(stderr, "symmpin: trace %s: not a symmpin trace (no '#symmpin-trace' line)\n",
+                path);
+        st = SYMMPIN_ERR_INVALID;
+      } else if (version != SYMMPIN_TRACE_VERSION) {
+        fprintf(stderr, "symmpin: trace %s: version %d, this reader knows %d\n", path, version,
+                SYMMPIN_TRACE_VERSION);
+        st = SYMMPIN_ERR_UNSUPPORTED;
+      }
+      f.header.version = version;
+    } else if (line[0] == '#') {
+      parse_header_line(&f.header, line + 1);
+    } else if (ll > 0) {
+      symmpin_trace_event ev;
+      /* A last line without newline was cut by a crash mid-write: never trust it. */
+      if (!complete || symmpin_trace_parse_event(line, &ev) != SYMMPIN_OK) {
+        f.skipped++;
+      } else {
+        if (f.nevents == ecap) {
+          ecap = ecap ? ecap * 2 : 1024;
+          symmpin_trace_event *v = realloc(f.events, ecap * sizeof(*v));
+          if (!v) {
+            fprintf(stderr, "symmpin: trace %s: out of memory\n", path);
+            st = SYMMPIN_ERR_NOMEM;
+            break;
+          }
+          f.events = v;
+        }
+        f.events[f.nevents++] = ev;
+      }
+    }
+    line = next;
+  }
+  free(text);
+  if (st == SYMMPIN_OK && first) {
+    fprintf(stderr, "symmpin: trace %s: empty file\n", path);
+    st = SYMMPIN_ERR_INVALID;
+  }
+  if (st != SYMMPIN_OK) {
+    free(f.events);
+    return st;
+  }
+  if (f.skipped) fprintf(stderr, "symmpin: trace %s: %zu malformed line(s) skipped\n", path, f.skipped);
+  *out = f;
+  return SYMMPIN_OK;
+}
+
+void symmpin_trace_file_free(symmpin_trace_file *f) {
+  if (!f) return;
+  free(f->events);
+  f->events = NULL;
+  f->nevents = 0;
+}
