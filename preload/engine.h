@@ -34,6 +34,8 @@ typedef struct symmpin_engine_call {
   uint64_t site;       /* site id (planner/site.h) */
   int stream_ord;      /* stream ordinal on the communicator */
   int group_depth;     /* this thread's ncclGroup depth at the call */
+  uint64_t group_token; /* same non-zero value for every call of one outermost group of this
+                           thread, 0 outside groups (planner/record.h) */
   bool capturing;      /* the stream is capturing a CUDA graph */
   uint64_t send_alloc, recv_alloc; /* allocation ids (0 = unknown) */
 } symmpin_engine_call;
