@@ -1,0 +1,601 @@
+/* One-shot all-reduce kernels on a symmetric slot, and their extern "C" launcher.
+ *
+ * Three variants (kernels/layout.h, docs/kernels.md):
+ *  - LL (staged, small): each rank pushes its input as 16-byte LL lines {data, flag, data, flag}
+ *    (flag = the call's epoch) into every rank's slot, then waits on its own slot for every rank's
+ *    lines of this epoch and reduces them in rank order. No barrier at all.
+ *  - COPY (staged, large): copy-in to this rank's slot, one start barrier, load every rank's data,
+ *    reduce in rank order. Two staging parities make an end barrier unnecessary.
+ *  - DIRECT: data already in the slot; start barrier, load/reduce/store, end barrier.
+ * Arithmetic: integers wrap like NCCL (avg = wrapped sum / n, truncated toward zero); floating
+ * types accumulate in float (double for f64) in rank order 0..n-1 and round once to the output
+ * type, so every rank produces the same bits. */
+#include "kernels/layout.h"
+#include "kernels/oneshot.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+namespace {
+
+constexpr int kMaxRanks = SYMMPIN_MAX_RANKS;
+constexpr int kMaxBlocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
+constexpr size_t kHeader = SYMMPIN_ONESHOT_HEADER_BYTES;
+constexpr int kRoundUnits = 2; /* DIRECT in place: units per thread held in registers per round */
+
+static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4 <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
+static_assert(SYMMPIN_ONESHOT_BAR_OFFSET >= 4 * SYMMPIN_ONESHOT_MAX_BLOCKS, "epochs overlap bars");
+
+struct Params {
+  char *slot[kMaxRanks];
+  const char *send;
+  char *recv;
+  size_t bytes; /* input bytes per rank */
+  size_t units; /* LL lines or 16-byte vectors per rank */
+  int rank, nranks;
+  int inplace_slot; /* DIRECT: recv is this rank's own data area */
+  uint64_t site;
+  uint64_t timeout; /* clock64 cycles, 0 = never */
+  symmpin_oneshot_error *error;
+};
+
+/* ---- memory access helpers. Peer memory is read and written with volatile (system-scope,
+ * never L1-cached) accesses; flags use release/acquire at system scope because peers are other
+ * GPUs. ---- */
+
+__device__ __forceinline__ void st_volatile_v4(void *p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 ld_volatile_v4(const void *p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint32_t ld_volatile_u32(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_release_sys(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* ---- datatypes: storage type S, accumulator type A, conversions ---- */
+
+template <typename T> struct IntType {
+  using S = T;
+  using A = T;
+  static constexpr bool kInt = true;
+  __device__ static A to(S s) { return s; }
+  __device__ static S from(A a) { return a; }
+};
+struct F32 {
+  using S = float;
+  using A = float;
+  static constexpr bool kInt = false;
+  __device__ static A to(S s) { return s; }
+  __device__ static S from(A a) { return a; }
+};
+struct F64 {
+  using S = double;
+  using A = double;
+  static constexpr bool kInt = false;
+  __device__ static A to(S s) { return s; }
+  __device__ static S from(A a) { return a; }
+};
+struct F16 {
+  using S = uint16_t;
+  using A = float;
+  static constexpr bool kInt = false;
+  __device__ static A to(S s) { return __half2float(__ushort_as_half(s)); }
+  __device__ static S from(A a) { return __half_as_ushort(__float2half_rn(a)); }
+};
+struct BF16 {
+  using S = uint16_t;
+  using A = float;
+  static constexpr bool kInt = false;
+  __device__ static A to(S s) { return __bfloat162float(__ushort_as_bfloat16(s)); }
+  __device__ static S from(A a) { return __bfloat16_as_ushort(__float2bfloat16_rn(a)); }
+};
+template <__nv_fp8_interpretation_t K> struct FP8 {
+  using S = uint8_t;
+  using A = float;
+  static constexpr bool kInt = false;
+  __device__ static A to(S s) {
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)s, K);
+    return __half2float(__half(h));
+  }
+  /* Saturate to the largest finite value, as NCCL's fp8 arithmetic does on overflow. */
+  __device__ static S from(A a) { return (S)__nv_cvt_float_to_fp8(a, __NV_SATFINITE, K); }
+};
+
+/* ---- ops on the accumulator type ---- */
+
+template <typename T> struct Unsigned { using U = T; };
+template <> struct Unsigned<int8_t> { using U = uint8_t; };
+template <> struct Unsigned<int32_t> { using U = uint32_t; };
+template <> struct Unsigned<int64_t> { using U = uint64_t; };
+
+template <class D, int OP> struct Red {
+  using A = typename D::A;
+  __device__ static A op(A a, A b) {
+    if constexpr (D::kInt) {
+      using U = typename Unsigned<A>::U;
+      /* Wrap-around through the unsigned type: signed overflow is undefined in C++. The product
+       * of two promoted 8-bit values fits in int, 32/64-bit products are computed unsigned. */
+      if constexpr (OP == SYMMPIN_SUM || OP == SYMMPIN_AVG) return (A)(U)((U)a + (U)b);
+      if constexpr (OP == SYMMPIN_PROD) return (A)(U)((U)a * (U)b);
+      if constexpr (OP == SYMMPIN_MAX) return a > b ? a : b;
+      if constexpr (OP == SYMMPIN_MIN) return a < b ? a : b;
+    } else {
+      if constexpr (OP == SYMMPIN_SUM || OP == SYMMPIN_AVG) return a + b;
+      if constexpr (OP == SYMMPIN_PROD) return a * b;
+      if constexpr (OP == SYMMPIN_MAX) return a > b ? a : (b > a ? b : (a != a ? a : b));
+      if constexpr (OP == SYMMPIN_MIN) return a < b ? a : (b < a ? b : (a != a ? a : b));
+    }
+    return a;
+  }
+  /* avg: integers divide the wrapped sum, truncating toward zero (NCCL's SumPostDiv); floats
+   * divide the rank-order float sum by n once. */
+  __device__ static A fin(A a, int n) {
+    if constexpr (OP == SYMMPIN_AVG) return (A)(a / (A)n);
+    return a;
+  }
+};
+
+/* Reduce packs of B bytes from n ranks (in[s] for rank s) in rank order into out. */
+template <class D, int OP, int B>
+__device__ __forceinline__ void reduce_packs(const uint32_t (&in)[kMaxRanks][B / 4], int n,
+                                             uint32_t (&out)[B / 4]) {
+  using S = typename D::S;
+  using A = typename D::A;
+  constexpr int E = B / (int)sizeof(S);
+  union {
+    uint32_t w[B / 4];
+    S e[E];
+  } p;
+  A acc[E];
+#pragma unroll
+  for (int i = 0; i < B / 4; i++) p.w[i] = in[0][i];
+#pragma unroll
+  for (int k = 0; k < E; k++) acc[k] = D::to(p.e[k]);
+#pragma unroll
+  for (int s = 1; s < kMaxRanks; s++) {
+    if (s < n) {
+#pragma unroll
+      for (int i = 0; i < B / 4; i++) p.w[i] = in[s][i];
+#pragma unroll
+      for (int k = 0; k < E; k++) acc[k] = Red<D, OP>::op(acc[k], D::to(p.e[k]));
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < E; k++) p.e[k] = D::from(Red<D, OP>::fin(acc[k], n));
+#pragma unroll
+  for (int i = 0; i < B / 4; i++) out[i] = p.w[i];
+}
+
+/* ---- user buffers: any alignment, partial packs at the tail ---- */
+
+template <int B> union Bytes {
+  uint32_t w[B / 4];
+  uint16_t h[B / 2];
+  uint8_t c[B];
+};
+
+/* Load `valid` (<= B) bytes at p into w (rest zero), with the widest accesses p allows. */
+template <int B>
+__device__ __forceinline__ void load_user(const char *p, size_t valid, uint32_t (&w)[B / 4]) {
+  Bytes<B> u;
+  if (valid == B && ((uintptr_t)p % B) == 0) {
+    if constexpr (B == 16) {
+      uint4 v = *(const uint4 *)p;
+      u.w[0] = v.x, u.w[1] = v.y, u.w[2] = v.z, u.w[3] = v.w;
+    } else {
+      uint2 v = *(const uint2 *)p;
+      u.w[0] = v.x, u.w[1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < B / 4; i++) u.w[i] = 0;
+    uintptr_t a = (uintptr_t)p | valid;
+    if ((a & 3) == 0) {
+#pragma unroll
+      for (int i = 0; i < B / 4; i++)
+        if (4 * (size_t)i < valid) u.w[i] = ((const uint32_t *)p)[i];
+    } else if ((a & 1) == 0) {
+#pragma unroll
+      for (int i = 0; i < B / 2; i++)
+        if (2 * (size_t)i < valid) u.h[i] = ((const uint16_t *)p)[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < B; i++)
+        if ((size_t)i < valid) u.c[i] = ((const uint8_t *)p)[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < B / 4; i++) w[i] = u.w[i];
+}
+
+/* Store the first `valid` (<= B) bytes of w at p. */
+template <int B>
+__device__ __forceinline__ void store_user(char *p, size_t valid, const uint32_t (&w)[B / 4]) {
+  Bytes<B> u;
+#pragma unroll
+  for (int i = 0; i < B / 4; i++) u.w[i] = w[i];
+  if (valid == B && ((uintptr_t)p % B) == 0) {
+    if constexpr (B == 16)
+      *(uint4 *)p = make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]);
+    else
+      *(uint2 *)p = make_uint2(u.w[0], u.w[1]);
+    return;
+  }
+  uintptr_t a = (uintptr_t)p | valid;
+  if ((a & 3) == 0) {
+#pragma unroll
+    for (int i = 0; i < B / 4; i++)
+      if (4 * (size_t)i < valid) ((uint32_t *)p)[i] = u.w[i];
+  } else if ((a & 1) == 0) {
+#pragma unroll
+    for (int i = 0; i < B / 2; i++)
+      if (2 * (size_t)i < valid) ((uint16_t *)p)[i] = u.h[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < B; i++)
+      if ((size_t)i < valid) ((uint8_t *)p)[i] = u.c[i];
+  }
+}
+
+/* ---- epochs, timeouts, barrier ---- */
+
+__device__ __forceinline__ uint32_t *epochs(const Params &P) {
+  return (uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_EPOCH_OFFSET);
+}
+
+/* Keep every epoch entry equal: block b of B writes entries b, b+B, ... (after all its threads
+ * read entry b at the start, hence the barrier). */
+__device__ __forceinline__ void epochs_advance(const Params &P, uint32_t seq) {
+  __syncthreads();
+  int k = (int)blockIdx.x + (int)threadIdx.x * (int)gridDim.x;
+  if (threadIdx.x < 32 && k < kMaxBlocks) epochs(P)[k] = seq;
+}
+
+/* A wait gave up: record it in the host-mapped error record and print one line per call (the
+ * first block to time out at this epoch wins the exchange). No __trap: the process lives on. */
+__device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t seq) {
+  uint32_t *last = (uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_TIMEOUT_OFFSET);
+  if (atomicExch(last, seq) == seq) return;
+  if (P.error) {
+    P.error->peer = peer;
+    P.error->site = P.site;
+    __threadfence_system();
+    P.error->timed_out = 1;
+    __threadfence_system();
+  }
+  printf("symmpin: one-shot all-reduce timed out: rank %d waited for rank %d (site %016llx, "
+         "epoch %u)\n",
+         P.rank, peer, (unsigned long long)P.site, seq);
+}
+
+__device__ __forceinline__ bool expired(const Params &P, long long start) {
+  return P.timeout != 0 && (uint64_t)(clock64() - start) > P.timeout;
+}
+
+/* Block-level barrier across ranks for this block index: thread s signals rank s and waits for
+ * rank s. Returns false (in every thread) if a wait timed out. */
+__device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_flag) {
+  __syncthreads(); /* this block's prior accesses happen before the release below */
+  const int s = threadIdx.x;
+  if (s < P.nranks) {
+    uint32_t *flags = (uint32_t *)(P.slot[s] + SYMMPIN_ONESHOT_BAR_OFFSET);
+    st_release_sys(&flags[blockIdx.x * kMaxRanks + P.rank], seq);
+    const uint32_t *mine = (const uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_BAR_OFFSET) +
+                           blockIdx.x * kMaxRanks + s;
+    long long start = clock64();
+    /* >= in wrap-around arithmetic: a peer may already be one barrier ahead. */
+    while ((int32_t)(ld_acquire_sys(mine) - seq) < 0) {
+      if (expired(P, start)) {
+        report_timeout(P, s, seq);
+        *abort_flag = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads(); /* the other threads' peer loads come after the acquire above */
+  return *abort_flag == 0;
+}
+
+/* ---- LL variant ---- */
+
+template <class D, int OP>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
+  const int n = P.nranks;
+  const size_t L = P.units;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const uint32_t seq = symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
+  const unsigned parity = seq & 1;
+  char *own = P.slot[P.rank] + kHeader;
+
+  /* Push: my lines into every rank's slot (mine included), region of source rank P.rank. */
+  for (size_t l = first; l < L; l += stride) {
+    size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
+    size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
+    uint32_t w[2];
+    load_user<8>(P.send + off, valid, w);
+    uint4 line = make_uint4(w[0], seq, w[1], seq);
+    size_t u = symmpin_oneshot_unit_index((size_t)P.rank * L + l, parity);
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; s++)
+      if (s < n) st_volatile_v4(P.slot[s] + kHeader + u * SYMMPIN_ONESHOT_UNIT_BYTES, line);
+  }
+
+  /* Wait for every rank's line of this epoch, then reduce in rank order. The same thread pushed
+   * these input bytes above, so in-place (recv == send) is safe. */
+  for (size_t l = first; l < L; l += stride) {
+    uint32_t in[kMaxRanks][2];
+    unsigned pending = (1u << n) - 1;
+    long long start = clock64();
+    bool gave_up = false;
+    while (pending) {
+#pragma unroll
+      for (int s = 0; s < kMaxRanks; s++) {
+        if (pending & (1u << s)) {
+          size_t u = symmpin_oneshot_unit_index((size_t)s * L + l, parity);
+          uint4 v = ld_volatile_v4(own + u * SYMMPIN_ONESHOT_UNIT_BYTES);
+          if (v.y == seq && v.w == seq) {
+            in[s][0] = v.x, in[s][1] = v.z;
+            pending &= ~(1u << s);
+          }
+        }
+      }
+      if (pending && expired(P, start)) {
+        report_timeout(P, __ffs(pending) - 1, seq);
+        gave_up = true;
+        break;
+      }
+    }
+    if (gave_up) break;
+    uint32_t out[2];
+    reduce_packs<D, OP, 8>(in, n, out);
+    size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
+    store_user<8>(P.recv + off, P.bytes - off < 8 ? P.bytes - off : 8, out);
+  }
+  epochs_advance(P, seq);
+}
+
+/* ---- COPY and DIRECT variants ---- */
+
+template <class D, int OP>
+__device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, uint32_t (&out)[4]) {
+  uint32_t in[kMaxRanks][4];
+#pragma unroll
+  for (int s = 0; s < kMaxRanks; s++) {
+    if (s < P.nranks) {
+      uint4 v = ld_volatile_v4(P.slot[s] + kHeader + data_off);
+      in[s][0] = v.x, in[s][1] = v.y, in[s][2] = v.z, in[s][3] = v.w;
+    }
+  }
+  reduce_packs<D, OP, 16>(in, P.nranks, out);
+}
+
+template <class D, int OP, bool kDirect>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(const Params P) {
+  __shared__ int abort_flag;
+  if (threadIdx.x == 0) abort_flag = 0;
+  const size_t V = P.units;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  uint32_t seq = symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
+  const unsigned parity = seq & 1;
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+
+  if constexpr (!kDirect) {
+    /* Copy-in into this parity's staging units. Each block copies exactly the units it (and the
+     * same block on every peer) reduces later, so only a per-block barrier is needed. */
+    for (size_t v = first; v < V; v += stride) {
+      size_t off = v * U;
+      uint32_t w[4];
+      load_user<16>(P.send + off, P.bytes - off < U ? P.bytes - off : U, w);
+      *(uint4 *)(P.slot[P.rank] + kHeader + symmpin_oneshot_unit_index(v, parity) * U) =
+          make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    if (barrier(P, seq, &abort_flag)) {
+      for (size_t v = first; v < V; v += stride) {
+        uint32_t out[4];
+        reduce_unit<D, OP>(P, symmpin_oneshot_unit_index(v, parity) * U, out);
+        size_t off = v * U;
+        store_user<16>(P.recv + off, P.bytes - off < U ? P.bytes - off : U, out);
+      }
+    }
+    /* No end barrier: the next call stages into the other parity, and the call after that runs
+     * only after its own start barrier proved every peer finished this call (docs/kernels.md). */
+  } else if (!P.inplace_slot) {
+    bool ok = barrier(P, seq, &abort_flag);
+    if (ok) {
+      for (size_t v = first; v < V; v += stride) {
+        uint32_t out[4];
+        reduce_unit<D, OP>(P, v * U, out);
+        store_user<16>(P.recv + v * U, P.bytes - v * U < U ? P.bytes - v * U : U, out);
+      }
+      /* End barrier: peers may still read my data area; the caller may overwrite it next. */
+      seq = symmpin_oneshot_seq_next(seq);
+      barrier(P, seq, &abort_flag);
+    }
+  } else {
+    /* In place in the slot: results may replace my data only after every peer has read it, so
+     * reduce a round into registers, barrier, then store. Every block runs the same number of
+     * rounds so that all epoch entries advance alike. */
+    bool ok = barrier(P, seq, &abort_flag);
+    const size_t per_round = stride * kRoundUnits;
+    const size_t rounds = (V + per_round - 1) / per_round;
+    for (size_t r = 0; ok && r < rounds; r++) {
+      uint32_t out[kRoundUnits][4];
+#pragma unroll
+      for (int k = 0; k < kRoundUnits; k++) {
+        size_t v = r * per_round + (size_t)k * stride + first;
+        if (v < V) reduce_unit<D, OP>(P, v * U, out[k]);
+      }
+      seq = symmpin_oneshot_seq_next(seq);
+      ok = barrier(P, seq, &abort_flag);
+      if (!ok) break;
+#pragma unroll
+      for (int k = 0; k < kRoundUnits; k++) {
+        size_t v = r * per_round + (size_t)k * stride + first;
+        if (v < V) store_user<16>(P.recv + v * U, P.bytes - v * U < U ? P.bytes - v * U : U, out[k]);
+      }
+    }
+  }
+  epochs_advance(P, seq);
+}
+
+/* ---- dispatch ---- */
+
+using KernelFn = void (*)(Params);
+
+template <class D, int OP> KernelFn pick_variant(int v) {
+  switch (v) {
+  case SYMMPIN_ONESHOT_LL: return ll_kernel<D, OP>;
+  case SYMMPIN_ONESHOT_COPY: return bar_kernel<D, OP, false>;
+  case SYMMPIN_ONESHOT_DIRECT: return bar_kernel<D, OP, true>;
+  }
+  return nullptr;
+}
+
+template <class D> KernelFn pick_op(int op, int v) {
+  switch (op) {
+  case SYMMPIN_SUM: return pick_variant<D, SYMMPIN_SUM>(v);
+  case SYMMPIN_PROD: return pick_variant<D, SYMMPIN_PROD>(v);
+  case SYMMPIN_MAX: return pick_variant<D, SYMMPIN_MAX>(v);
+  case SYMMPIN_MIN: return pick_variant<D, SYMMPIN_MIN>(v);
+  case SYMMPIN_AVG: return pick_variant<D, SYMMPIN_AVG>(v);
+  }
+  return nullptr;
+}
+
+KernelFn pick_kernel(int dtype, int op, int v) {
+  switch (dtype) {
+  case SYMMPIN_INT8: return pick_op<IntType<int8_t>>(op, v);
+  case SYMMPIN_UINT8: return pick_op<IntType<uint8_t>>(op, v);
+  case SYMMPIN_INT32: return pick_op<IntType<int32_t>>(op, v);
+  case SYMMPIN_UINT32: return pick_op<IntType<uint32_t>>(op, v);
+  case SYMMPIN_INT64: return pick_op<IntType<int64_t>>(op, v);
+  case SYMMPIN_UINT64: return pick_op<IntType<uint64_t>>(op, v);
+  case SYMMPIN_FLOAT16: return pick_op<F16>(op, v);
+  case SYMMPIN_FLOAT32: return pick_op<F32>(op, v);
+  case SYMMPIN_FLOAT64: return pick_op<F64>(op, v);
+  case SYMMPIN_BFLOAT16: return pick_op<BF16>(op, v);
+  case SYMMPIN_FP8E4M3: return pick_op<FP8<__NV_E4M3>>(op, v);
+  case SYMMPIN_FP8E5M2: return pick_op<FP8<__NV_E5M2>>(op, v);
+  }
+  return nullptr;
+}
+
+bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + bn && y < x + an;
+}
+
+} // namespace
+
+extern "C" symmpin_status symmpin_oneshot_launch(const symmpin_oneshot_call *c, void *stream) {
+  if (!c || c->nranks < 1 || c->nranks > SYMMPIN_MAX_RANKS || c->rank < 0 ||
+      c->rank >= c->nranks || (c->form != SYMMPIN_FORM_STAGED && c->form != SYMMPIN_FORM_DIRECT)) {
+    fprintf(stderr, "symmpin: oneshot launch: bad call (rank/nranks/form)\n");
+    return SYMMPIN_ERR_INVALID;
+  }
+  if (!symmpin_oneshot_supports(c->dtype, c->op)) {
+    fprintf(stderr, "symmpin: oneshot launch: datatype %d / op %d not supported\n", c->dtype, c->op);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (c->count == 0) return SYMMPIN_OK; /* nothing to reduce; every rank skips alike */
+  size_t need = symmpin_oneshot_slot_bytes(c->count, c->dtype, c->nranks, c->form);
+  if (need == 0) {
+    fprintf(stderr, "symmpin: oneshot launch: count %zu too large\n", c->count);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (c->slot_bytes < need) {
+    fprintf(stderr, "symmpin: oneshot launch: slot of %zu bytes, call needs %zu\n", c->slot_bytes,
+            need);
+    return SYMMPIN_ERR_INVALID;
+  }
+  for (int r = 0; r < c->nranks; r++) {
+    if (!c->slot[r] || ((uintptr_t)c->slot[r] % SYMMPIN_ONESHOT_UNIT_BYTES) != 0) {
+      fprintf(stderr, "symmpin: oneshot launch: slot of rank %d is NULL or not 16-byte aligned\n", r);
+      return SYMMPIN_ERR_INVALID;
+    }
+  }
+  size_t bytes = c->count * symmpin_dtype_size(c->dtype);
+  if (!c->recv || (c->form == SYMMPIN_FORM_STAGED && !c->send)) {
+    fprintf(stderr, "symmpin: oneshot launch: NULL buffer\n");
+    return SYMMPIN_ERR_INVALID;
+  }
+  const char *own = (const char *)c->slot[c->rank];
+  char *data = (char *)c->slot[c->rank] + SYMMPIN_ONESHOT_HEADER_BYTES;
+  int inplace_slot = 0;
+  if (c->form == SYMMPIN_FORM_STAGED) {
+    /* Threads read their input bytes before writing the same output bytes: identical buffers are
+     * fine, shifted overlaps or buffers inside the slot's staging are not. */
+    if ((c->send != c->recv && overlaps(c->send, bytes, c->recv, bytes)) ||
+        overlaps(c->send, bytes, own, c->slot_bytes) ||
+        overlaps(c->recv, bytes, own, c->slot_bytes)) {
+      fprintf(stderr, "symmpin: oneshot launch: staged buffers overlap each other or the slot\n");
+      return SYMMPIN_ERR_UNSUPPORTED;
+    }
+  } else if (overlaps(c->recv, bytes, own, c->slot_bytes)) {
+    if (c->recv != data) {
+      fprintf(stderr, "symmpin: oneshot launch: direct recv overlaps the slot but is not its data\n");
+      return SYMMPIN_ERR_UNSUPPORTED;
+    }
+    inplace_slot = 1;
+  }
+
+  symmpin_oneshot_variant v = symmpin_oneshot_variant_for(c->count, c->dtype, c->nranks, c->form);
+  symmpin_oneshot_geometry g =
+      symmpin_oneshot_geometry_for(c->count, c->dtype, c->nranks, c->form);
+  KernelFn fn = pick_kernel(c->dtype, c->op, v);
+  if (!fn || g.blocks == 0) {
+    fprintf(stderr, "symmpin: oneshot launch: no kernel for dtype %d op %d\n", c->dtype, c->op);
+    return SYMMPIN_ERR_INTERNAL;
+  }
+
+  Params P;
+  for (int r = 0; r < SYMMPIN_MAX_RANKS; r++)
+    P.slot[r] = r < c->nranks ? (char *)c->slot[r] : nullptr;
+  P.send = (const char *)c->send;
+  P.recv = (char *)c->recv;
+  P.bytes = bytes;
+  P.units = symmpin_oneshot_units(c->count, c->dtype, v);
+  P.rank = c->rank;
+  P.nranks = c->nranks;
+  P.inplace_slot = inplace_slot;
+  P.site = c->site;
+  P.timeout = c->timeout_cycles;
+  P.error = c->error;
+
+  void *args[] = {&P};
+  cudaError_t e = cudaLaunchKernel((const void *)fn, dim3(g.blocks), dim3(g.threads), args, 0,
+                                   (cudaStream_t)stream);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "symmpin: oneshot launch: %s\n", cudaGetErrorString(e));
+    return SYMMPIN_ERR_CUDA;
+  }
+  return SYMMPIN_OK;
+}
