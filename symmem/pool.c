@@ -51,6 +51,7 @@ struct symmpin_pool {
   int nchunks, cap;
   bool has_pending;   /* reserved, not attached yet */
   pool_chunk pending; /* only offset, bytes, local */
+  size_t announced;   /* bytes the last reserve exported (0: an empty record) */
   bool unmapped;      /* unmap_peers() ran: only own chunks remain */
 };
 
@@ -126,6 +127,11 @@ static int pool_uuid_to_device(const uint8_t uuid[16], int count, const uint8_t 
 
 /* ---- device scope ----------------------------------------------------------------------- */
 
+/* At process exit the runtime may already be unloading: nothing to do then, and nothing to log. */
+static bool pool_runtime_gone(cudaError_t e) {
+  return e == cudaErrorCudartUnloading || e == cudaErrorContextIsDestroyed;
+}
+
 typedef struct pool_scope {
   int prev_device;
   enum cudaStreamCaptureMode prev_mode;
@@ -135,8 +141,9 @@ static symmpin_status pool_scope_enter(int device, pool_scope *s) {
   cudaError_t e = cudaGetDevice(&s->prev_device);
   if (e == cudaSuccess && s->prev_device != device) e = cudaSetDevice(device);
   if (e != cudaSuccess) {
-    fprintf(stderr, "symmpin: pool: cannot make device %d current: %s\n", device,
-            cudaGetErrorString(e));
+    if (!pool_runtime_gone(e))
+      fprintf(stderr, "symmpin: pool: cannot make device %d current: %s\n", device,
+              cudaGetErrorString(e));
     (void)cudaGetLastError();
     return SYMMPIN_ERR_CUDA;
   }
@@ -188,10 +195,6 @@ static void pool_chunk_unmap(symmpin_pool *p, pool_chunk *c) {
     }
     if (c->peer && r != p->rank) c->peer[r] = NULL;
   }
-}
-
-static bool pool_runtime_gone(cudaError_t e) {
-  return e == cudaErrorCudartUnloading || e == cudaErrorContextIsDestroyed;
 }
 
 symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p) {
@@ -310,6 +313,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     fprintf(stderr, "symmpin: pool_reserve: bad argument or pool being torn down\n");
     return SYMMPIN_ERR_INVALID;
   }
+  p->announced = 0; /* a failed reserve announces nothing */
   uint8_t uuid[16];
   symmpin_status st = pool_own_uuid(p->device, uuid);
   if (st != SYMMPIN_OK) return st;
@@ -317,6 +321,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   if (bytes <= p->size) {
     pool_record_fill(p, &rec, NULL, uuid);
     memcpy(export_rec, &rec, sizeof(rec));
+    p->announced = 0;
     return SYMMPIN_OK;
   }
   size_t want = bytes - p->size;
@@ -354,6 +359,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     goto out;
   }
   memcpy(export_rec, &rec, sizeof(rec));
+  p->announced = p->pending.bytes;
 out:
   pool_scope_leave(p->device, &s);
   return st;
@@ -406,7 +412,7 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
     fprintf(stderr, "symmpin: pool_attach: bad argument or pool being torn down\n");
     return SYMMPIN_ERR_INVALID;
   }
-  size_t exp_bytes = p->has_pending ? p->pending.bytes : 0;
+  size_t exp_bytes = p->has_pending ? p->announced : 0;
   pool_record *recs = calloc((size_t)p->nranks, sizeof(*recs));
   if (!recs) {
     fprintf(stderr, "symmpin: pool_attach: out of memory\n");
@@ -474,6 +480,7 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
   p->chunks[p->nchunks++] = c;
   p->size += c.bytes;
   p->has_pending = false;
+  p->announced = 0;
   memset(&p->pending, 0, sizeof(p->pending));
   free(recs);
   return SYMMPIN_OK;
