@@ -137,7 +137,8 @@ static void step_post(rank_ctx *c, step s) {
   check(c, st == SYMMPIN_OK, "post round %u: %s", c->round, symmpin_status_name(st));
 }
 
-/* Verifies rank r's pool words [from, to) through pointer p (a mapping of that range). */
+/* Verifies bytes [from, to) of rank r's pool, one chunk, through its mapping in this process:
+ * with cudaMemcpy, and with a kernel that loads it directly. */
 static void verify_range(rank_ctx *c, int r, size_t from, size_t to, uint64_t *host) {
   const void *src = symmpin_pool_addr(c->pool, r, from);
   check(c, src != NULL, "addr(rank %d, %zu)", r, from);
