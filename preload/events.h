@@ -10,6 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Whether the wrappers report at all: false under SYMMPIN_DISABLE (the wrappers then call the
+ * real function and nothing else). Reads the configuration on first use, so it is valid even for
+ * calls made before the library's constructor ran. */
+bool symmpin_events_enabled(void);
+
 typedef enum symmpin_alloc_kind {
   SYMMPIN_ALLOC_CUDA_MALLOC = 0,
   SYMMPIN_ALLOC_CUDA_MALLOC_ASYNC = 1,
@@ -35,7 +40,10 @@ typedef enum symmpin_comm_call {
 void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi, uint64_t key_lo,
                              int rank, int nranks, int device, bool blocking, int rc);
 /* Key for a split: the parent's key, its split counter and the color; rank/nranks of the child
- * are learned lazily. Returns the key in *hi/*lo. */
+ * are learned lazily. Returns the key in *hi and *lo. Called before the real ncclCommSplit, on every
+ * rank (also with NCCL_SPLIT_NOCOLOR, so that split counters stay aligned); the split's
+ * symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, ..) follows on the same thread and takes the
+ * parent and color from it. */
 void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo);
 
 typedef enum symmpin_comm_end {

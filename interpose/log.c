@@ -1,0 +1,115 @@
+/* Logging that never allocates: one stack buffer per line, one write(2) per line (see log.h). */
+#include "interpose/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+_Atomic int symmpin_log_level_now = SYMMPIN_LOG_WARN;
+static _Atomic int log_fd = 2;
+static char log_host[64];
+static _Atomic int log_host_ready;
+
+static __thread int log_device __attribute__((tls_model("initial-exec"))) = -1;
+static __thread long log_tid __attribute__((tls_model("initial-exec")));
+
+void symmpin_log_configure(symmpin_log_level level, int fd) {
+  atomic_store(&symmpin_log_level_now, (int)level);
+  if (fd >= 0) atomic_store(&log_fd, fd);
+}
+
+void symmpin_log_set_device(int device) { log_device = device; }
+
+/* gethostname once; racing first callers write the same bytes. */
+static const char *host_name(void) {
+  if (!atomic_load_explicit(&log_host_ready, memory_order_acquire)) {
+    char h[sizeof log_host];
+    if (gethostname(h, sizeof h) != 0) strcpy(h, "?");
+    h[sizeof h - 1] = '\0';
+    char *dot = strchr(h, '.');
+    if (dot) *dot = '\0';
+    memcpy(log_host, h, sizeof h);
+    atomic_store_explicit(&log_host_ready, 1, memory_order_release);
+  }
+  return log_host;
+}
+
+int symmpin_log_open_file(const char *pattern) {
+  char path[512];
+  size_t o = 0;
+  for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
+    int n = 0;
+    if (p[0] == '%' && p[1] == 'h') {
+      n = snprintf(path + o, sizeof path - o, "%s", host_name());
+      p++;
+    } else if (p[0] == '%' && p[1] == 'p') {
+      n = snprintf(path + o, sizeof path - o, "%d", (int)getpid());
+      p++;
+    } else if (p[0] == '%' && p[1] == '%') {
+      path[o] = '%';
+      n = 1;
+      p++;
+    } else {
+      path[o] = *p;
+      n = 1;
+    }
+    if (n < 0 || (size_t)n >= sizeof path - o) {
+      o = sizeof path; /* too long */
+      break;
+    }
+    o += (size_t)n;
+  }
+  if (o >= sizeof path) {
+    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, __LINE__, "debug file pattern too long: %s",
+                      pattern);
+    return -1;
+  }
+  path[o] = '\0';
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, __LINE__, "cannot open debug file %s: %s", path,
+                      strerror(errno));
+  return fd;
+}
+
+static const char *const level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
+
+void symmpin_log_write(symmpin_log_level level, const char *file, int line, const char *fmt, ...) {
+  char buf[1024];
+  int saved_errno = errno; /* logging must not disturb the caller's errno */
+  if (log_tid == 0) log_tid = syscall(SYS_gettid);
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  int n;
+  if (log_device >= 0)
+    n = snprintf(buf, sizeof buf, "%s:%d:%ld [%d] symmpin %s ", host_name(), (int)getpid(),
+                 log_tid, log_device, level_names[level]);
+  else
+    n = snprintf(buf, sizeof buf, "%s:%d:%ld [-] symmpin %s ", host_name(), (int)getpid(), log_tid,
+                 level_names[level]);
+  if (n < 0) n = 0;
+  /* WARN lines name their origin, as NCCL's do. */
+  if (level == SYMMPIN_LOG_WARN && (size_t)n < sizeof buf) {
+    int m = snprintf(buf + n, sizeof buf - (size_t)n, "%s:%d ", base, line);
+    if (m > 0) n += m;
+  }
+  if ((size_t)n < sizeof buf) {
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (m > 0) n += m;
+  }
+  if ((size_t)n >= sizeof buf - 1) { /* truncated: mark it and keep the newline */
+    n = (int)sizeof buf - 1;
+    memcpy(buf + n - 3, "...", 3);
+  }
+  buf[n++] = '\n';
+  ssize_t w = write(atomic_load_explicit(&log_fd, memory_order_relaxed), buf, (size_t)n);
+  (void)w;
+  errno = saved_errno;
+}

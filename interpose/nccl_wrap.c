@@ -1,0 +1,269 @@
+/* The NCCL wrappers: communicators, groups, NCCL allocations and ncclAllReduce. NCCL is not
+ * linked: every real function is found at run time (real.h). This is also where the communicator
+ * keys of docs/design.md "Identities" are derived from what the ranks share. */
+#include <nccl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interpose/callsite.h"
+#include "interpose/query.h"
+#include "interpose/real.h"
+#include "interpose/wrap.h"
+#include "planner/hash.h"
+#include "planner/types.h"
+
+/* planner/types.h promises NCCL's numbers; checked here, where nccl.h is visible. */
+_Static_assert(SYMMPIN_INT8 == (int)ncclInt8, "int8");
+_Static_assert(SYMMPIN_UINT8 == (int)ncclUint8, "uint8");
+_Static_assert(SYMMPIN_INT32 == (int)ncclInt32, "int32");
+_Static_assert(SYMMPIN_UINT32 == (int)ncclUint32, "uint32");
+_Static_assert(SYMMPIN_INT64 == (int)ncclInt64, "int64");
+_Static_assert(SYMMPIN_UINT64 == (int)ncclUint64, "uint64");
+_Static_assert(SYMMPIN_FLOAT16 == (int)ncclFloat16, "float16");
+_Static_assert(SYMMPIN_FLOAT32 == (int)ncclFloat32, "float32");
+_Static_assert(SYMMPIN_FLOAT64 == (int)ncclFloat64, "float64");
+_Static_assert(SYMMPIN_BFLOAT16 == (int)ncclBfloat16, "bfloat16");
+_Static_assert(SYMMPIN_FP8E4M3 == (int)ncclFloat8e4m3, "fp8 e4m3");
+_Static_assert(SYMMPIN_FP8E5M2 == (int)ncclFloat8e5m2, "fp8 e5m2");
+_Static_assert(SYMMPIN_DTYPE_COUNT == (int)ncclNumTypes, "datatype count");
+_Static_assert(SYMMPIN_SUM == (int)ncclSum, "sum");
+_Static_assert(SYMMPIN_PROD == (int)ncclProd, "prod");
+_Static_assert(SYMMPIN_MAX == (int)ncclMax, "max");
+_Static_assert(SYMMPIN_MIN == (int)ncclMin, "min");
+_Static_assert(SYMMPIN_AVG == (int)ncclAvg, "avg");
+_Static_assert(SYMMPIN_OP_COUNT == (int)ncclNumOps, "op count");
+
+/* Returned when the real NCCL function cannot be found (the warning says why). */
+#define SYMMPIN_NCCL_MISSING ncclSystemError
+
+#define REAL(name) static symmpin_real_sym real_##name = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_NCCL, name)
+REAL(ncclMemAlloc);
+REAL(ncclMemFree);
+REAL(ncclCommInitRank);
+REAL(ncclCommInitRankConfig);
+REAL(ncclCommInitRankScalable);
+REAL(ncclCommInitAll);
+REAL(ncclCommSplit);
+REAL(ncclCommDestroy);
+REAL(ncclCommAbort);
+REAL(ncclCommFinalize);
+REAL(ncclGroupStart);
+REAL(ncclGroupEnd);
+REAL(ncclAllReduce);
+
+/* 128-bit key of some bytes: two independent folds (different tags) of 8-byte words. */
+static void key_fold(uint64_t *hi, uint64_t *lo, const void *bytes, size_t n) {
+  const unsigned char *p = bytes;
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+    *hi = symmpin_hash_combine(*hi, w);
+    *lo = symmpin_hash_combine(*lo, w ^ 0xa5a5a5a5a5a5a5a5ULL);
+  }
+}
+
+static void key_of_ids(const ncclUniqueId *ids, int n, uint64_t *hi, uint64_t *lo) {
+  *hi = 0x4b45594849ULL; /* "KEYHI" */
+  *lo = 0x4b45594c4fULL; /* "KEYLO" */
+  key_fold(hi, lo, ids, (size_t)(n > 0 ? n : 0) * sizeof(ncclUniqueId));
+}
+
+/* NCCL's default is blocking unless the config or NCCL_COMM_BLOCKING says otherwise. */
+static bool config_blocking(const ncclConfig_t *config) {
+  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking != 0;
+  const char *e = getenv("NCCL_COMM_BLOCKING");
+  return !(e && e[0] == '0' && e[1] == '\0');
+}
+
+static bool made(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
+
+SYMMPIN_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  ncclResult_t (*real)(void **, size_t) = symmpin_real_get(&real_ncclMemAlloc);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(ptr, size);
+  symmpin_guard_enter();
+  uint64_t stack = symmpin_callsite_stack(__builtin_return_address(0));
+  ncclResult_t rc = real(ptr, size);
+  symmpin_event_alloc(SYMMPIN_ALLOC_NCCL_MEM, rc == ncclSuccess && ptr ? *ptr : NULL, size, NULL,
+                      stack, rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclMemFree(void *ptr) {
+  ncclResult_t (*real)(void *) = symmpin_real_get(&real_ncclMemFree);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(ptr);
+  symmpin_guard_enter();
+  symmpin_event_free(SYMMPIN_ALLOC_NCCL_MEM, ptr, NULL);
+  ncclResult_t rc = real(ptr);
+  symmpin_event_free_result(SYMMPIN_ALLOC_NCCL_MEM, ptr, rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                                             int rank) {
+  ncclResult_t (*real)(ncclComm_t *, int, ncclUniqueId, int) = symmpin_real_get(&real_ncclCommInitRank);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(comm, nranks, id, rank);
+  symmpin_guard_enter();
+  int dev = symmpin_query_device(); /* NCCL uses the current device */
+  ncclResult_t rc = real(comm, nranks, id, rank);
+  uint64_t hi, lo;
+  key_of_ids(&id, 1, &hi, &lo);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, made(rc) && comm ? *comm : NULL, hi, lo, rank,
+                          nranks, dev, config_blocking(NULL), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                                                   int rank, ncclConfig_t *config) {
+  ncclResult_t (*real)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *) =
+      symmpin_real_get(&real_ncclCommInitRankConfig);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(comm, nranks, id, rank, config);
+  symmpin_guard_enter();
+  int dev = symmpin_query_device();
+  ncclResult_t rc = real(comm, nranks, id, rank, config);
+  uint64_t hi, lo;
+  key_of_ids(&id, 1, &hi, &lo);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK_CONFIG, made(rc) && comm ? *comm : NULL, hi, lo,
+                          rank, nranks, dev, config_blocking(config), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank,
+                                                     int nids, ncclUniqueId *ids,
+                                                     ncclConfig_t *config) {
+  ncclResult_t (*real)(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *) =
+      symmpin_real_get(&real_ncclCommInitRankScalable);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(comm, nranks, rank, nids, ids, config);
+  symmpin_guard_enter();
+  int dev = symmpin_query_device();
+  ncclResult_t rc = real(comm, nranks, rank, nids, ids, config);
+  uint64_t hi, lo;
+  key_of_ids(ids, ids ? nids : 0, &hi, &lo);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK_SCALABLE, made(rc) && comm ? *comm : NULL, hi,
+                          lo, rank, nranks, dev, config_blocking(config), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  static atomic_uint init_all_calls; /* the process's InitAll counter (design.md) */
+  ncclResult_t (*real)(ncclComm_t *, int, const int *) = symmpin_real_get(&real_ncclCommInitAll);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(comms, ndev, devlist);
+  symmpin_guard_enter();
+  ncclResult_t rc = real(comms, ndev, devlist);
+  uint64_t hi = 0x494e4954414c4cULL, lo = 0x414c4c4b4559ULL; /* "INITALL", "ALLKEY" */
+  uint64_t facts[2] = {(uint64_t)getpid(), atomic_fetch_add(&init_all_calls, 1)};
+  key_fold(&hi, &lo, facts, sizeof facts);
+  if (rc == ncclSuccess && comms && ndev > 0) {
+    for (int i = 0; i < ndev; i++)
+      symmpin_event_comm_init(SYMMPIN_COMM_INIT_ALL, comms[i], hi, lo, i, ndev,
+                              devlist ? devlist[i] : i, true, rc);
+  } else {
+    symmpin_event_comm_init(SYMMPIN_COMM_INIT_ALL, NULL, hi, lo, -1, ndev, -1, true, rc);
+  }
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                          ncclConfig_t *config) {
+  ncclResult_t (*real)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *) =
+      symmpin_real_get(&real_ncclCommSplit);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(comm, color, key, newcomm, config);
+  symmpin_guard_enter();
+  uint64_t hi, lo;
+  symmpin_event_comm_split_key(comm, color, &hi, &lo);
+  int dev = symmpin_query_device();
+  ncclResult_t rc = real(comm, color, key, newcomm, config);
+  /* The child's rank and size are learned at its first all-reduce (ncclCommUserRank/Count): a
+   * non-blocking child may not answer yet. */
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, made(rc) && newcomm ? *newcomm : NULL, hi, lo, -1,
+                          -1, dev, config_blocking(config), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+static ncclResult_t comm_end(symmpin_real_sym *sym, symmpin_comm_end call, ncclComm_t comm) {
+  ncclResult_t (*real)(ncclComm_t) = symmpin_real_get(sym);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(comm);
+  symmpin_guard_enter();
+  symmpin_event_comm_end(call, comm);
+  ncclResult_t rc = real(comm);
+  symmpin_event_comm_end_result(call, comm, rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return comm_end(&real_ncclCommDestroy, SYMMPIN_COMM_DESTROY, comm);
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return comm_end(&real_ncclCommAbort, SYMMPIN_COMM_ABORT, comm);
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return comm_end(&real_ncclCommFinalize, SYMMPIN_COMM_FINALIZE, comm);
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclGroupStart(void) {
+  ncclResult_t (*real)(void) = symmpin_real_get(&real_ncclGroupStart);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real();
+  symmpin_guard_enter();
+  ncclResult_t rc = real();
+  symmpin_event_group_start(rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclGroupEnd(void) {
+  ncclResult_t (*real)(void) = symmpin_real_get(&real_ncclGroupEnd);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real();
+  symmpin_guard_enter();
+  ncclResult_t rc = real();
+  symmpin_event_group_end(rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
+                                          ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  ncclResult_t (*real)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                       cudaStream_t) = symmpin_real_get(&real_ncclAllReduce);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(send, recv, count, dtype, op, comm, stream);
+  symmpin_guard_enter();
+  symmpin_allreduce_call c = {
+      .send = send,
+      .recv = recv,
+      .count = count,
+      .dtype = (int)dtype,
+      .op = (int)op,
+      .comm = comm,
+      .stream = (void *)stream,
+      .stack = symmpin_callsite_stack(__builtin_return_address(0)),
+  };
+  int rc;
+  if (!symmpin_event_allreduce(&c, &rc)) {
+    rc = real(send, recv, count, dtype, op, comm, stream);
+    symmpin_event_allreduce_result(&c, rc);
+  }
+  symmpin_guard_leave();
+  return (ncclResult_t)rc;
+}

@@ -1,0 +1,224 @@
+/* The SYMMPIN_* table and its parsing (config.h). */
+#include "preload/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "interpose/log.h"
+
+static const char *const debug_levels[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+static const char *const planners[] = {"shared", "dedicated", NULL};
+
+#define OFF(field) offsetof(symmpin_config, field)
+
+/* Order matters for one thing: SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE come first, so the logger is
+ * configured before the others are reported. */
+static const symmpin_config_var vars[] = {
+    {"SYMMPIN_DEBUG", SYMMPIN_CONFIG_CHOICE, "WARN",
+     "log level: NONE, WARN, INFO or TRACE (NCCL-like lines: host:pid:tid [device] symmpin LEVEL)",
+     OFF(debug), 0, 0, debug_levels},
+    {"SYMMPIN_DEBUG_FILE", SYMMPIN_CONFIG_STRING, "",
+     "write the log to this file instead of stderr (%h host, %p pid)", OFF(debug_file), 0, 0,
+     NULL},
+    {"SYMMPIN_DISABLE", SYMMPIN_CONFIG_BOOL, "0",
+     "pure pass-through: every wrapper calls the real function and nothing else", OFF(disable), 0,
+     0, NULL},
+    {"SYMMPIN_TRACE", SYMMPIN_CONFIG_STRING, "",
+     "write a trace of every wrapped call to this file pattern (%r rank of the process's first "
+     "communicator or u, %p pid, %h host); off when unset",
+     OFF(trace), 0, 0, NULL},
+    {"SYMMPIN_STATS", SYMMPIN_CONFIG_BOOL, "0",
+     "print per-communicator, per-site statistics to stderr at exit", OFF(stats), 0, 0, NULL},
+    {"SYMMPIN_STATS_FILE", SYMMPIN_CONFIG_STRING, "",
+     "write the statistics as JSON to this file pattern at exit (%r, %p, %h as for SYMMPIN_TRACE)",
+     OFF(stats_file), 0, 0, NULL},
+    {"SYMMPIN_WARMUP", SYMMPIN_CONFIG_UINT, "32",
+     "warm-up length: all-reduce calls per communicator recorded before the first plan",
+     OFF(warmup), 1, 1000000, NULL},
+    {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, "1M",
+     "largest all-reduce (bytes) symmpin takes; larger ones go to NCCL", OFF(max_bytes), 0,
+     (uint64_t)1 << 40, NULL},
+    {"SYMMPIN_PLANNER", SYMMPIN_CONFIG_CHOICE, "shared",
+     "slot planner: shared (sites that never overlap share slots) or dedicated (one slot per "
+     "site)",
+     OFF(planner), 0, 0, planners},
+    {"SYMMPIN_TIMEOUT_MS", SYMMPIN_CONFIG_UINT, "10000",
+     "longest wait for peers during agreement and in kernels' barriers, in milliseconds",
+     OFF(timeout_ms), 1, 3600000, NULL},
+    {"SYMMPIN_STACK_DEPTH", SYMMPIN_CONFIG_UINT, "1",
+     "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
+     "docs/callsite.md)",
+     OFF(stack_depth), 1, 32, NULL},
+};
+
+const symmpin_config_var *symmpin_config_vars(size_t *n) {
+  *n = sizeof vars / sizeof vars[0];
+  return vars;
+}
+
+static bool word_in(const char *s, const char *const *words) {
+  for (; *words; words++)
+    if (strcasecmp(s, *words) == 0) return true;
+  return false;
+}
+
+bool symmpin_config_parse_bool(const char *s, bool *out) {
+  static const char *const yes[] = {"1", "yes", "on", "true", NULL};
+  static const char *const no[] = {"0", "no", "off", "false", NULL};
+  if (word_in(s, yes)) {
+    *out = true;
+    return true;
+  }
+  if (word_in(s, no)) {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+/* Decimal digits only: strtoull would accept signs and spaces. */
+static bool parse_digits(const char *s, const char **end, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = s;
+  if (!isdigit((unsigned char)*p)) return false;
+  for (; isdigit((unsigned char)*p); p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return false; /* overflow */
+    v = v * 10 + d;
+  }
+  *end = p;
+  *out = v;
+  return true;
+}
+
+bool symmpin_config_parse_uint(const char *s, uint64_t *out) {
+  const char *end;
+  uint64_t v;
+  if (!parse_digits(s, &end, &v) || *end) return false;
+  *out = v;
+  return true;
+}
+
+bool symmpin_config_parse_size(const char *s, uint64_t *out) {
+  const char *end;
+  uint64_t v;
+  if (!parse_digits(s, &end, &v)) return false;
+  unsigned shift = 0;
+  switch (*end) {
+  case '\0': break;
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  default: return false;
+  }
+  if (*end) return false;
+  if (shift && v > (UINT64_MAX >> shift)) return false;
+  *out = v << shift;
+  return true;
+}
+
+static bool choice_index(const char *s, const char *const *choices, int *out) {
+  for (int i = 0; choices[i]; i++)
+    if (strcasecmp(s, choices[i]) == 0) {
+      *out = i;
+      return true;
+    }
+  return false;
+}
+
+/* Store text into the field of v; false if invalid. */
+static bool set_value(const symmpin_config_var *v, const char *text, symmpin_config *cfg) {
+  char *field = (char *)cfg + v->offset;
+  switch (v->type) {
+  case SYMMPIN_CONFIG_BOOL: {
+    bool b;
+    if (!symmpin_config_parse_bool(text, &b)) return false;
+    *(bool *)field = b;
+    return true;
+  }
+  case SYMMPIN_CONFIG_UINT:
+  case SYMMPIN_CONFIG_SIZE: {
+    uint64_t u;
+    bool ok = v->type == SYMMPIN_CONFIG_UINT ? symmpin_config_parse_uint(text, &u)
+                                             : symmpin_config_parse_size(text, &u);
+    if (!ok || u < v->min || u > v->max) return false;
+    /* stack_depth is the one int-typed number; the others are uint64_t */
+    if (v->offset == OFF(stack_depth))
+      *(int *)field = (int)u;
+    else
+      *(uint64_t *)field = u;
+    return true;
+  }
+  case SYMMPIN_CONFIG_CHOICE: {
+    int i;
+    if (!choice_index(text, v->choices, &i)) return false;
+    *(int *)field = i;
+    return true;
+  }
+  case SYMMPIN_CONFIG_STRING:
+    if (strlen(text) >= SYMMPIN_CONFIG_PATH_MAX) return false;
+    strcpy(field, text);
+    return true;
+  }
+  return false;
+}
+
+static const char *type_word(const symmpin_config_var *v) {
+  switch (v->type) {
+  case SYMMPIN_CONFIG_BOOL: return "boolean (1/yes/on/true, 0/no/off/false)";
+  case SYMMPIN_CONFIG_UINT: return "integer in range";
+  case SYMMPIN_CONFIG_SIZE: return "size in range (bytes, K/M/G suffix)";
+  case SYMMPIN_CONFIG_CHOICE: return "choice";
+  case SYMMPIN_CONFIG_STRING: return "path (too long)";
+  }
+  return "value";
+}
+
+void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *arg,
+                         symmpin_config *out) {
+  symmpin_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    bool ok = set_value(&vars[i], vars[i].def, &cfg);
+    (void)ok; /* defaults are valid by construction (tests check it) */
+  }
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *text = get(vars[i].name, arg);
+    if (!text) continue;
+    if (set_value(&vars[i], text, &cfg))
+      SYMMPIN_INFO("%s=%s (%s)", vars[i].name, text, vars[i].meaning);
+    else
+      SYMMPIN_WARN("%s=\"%s\" is not a valid %s; keeping the default \"%s\"", vars[i].name, text,
+                   type_word(&vars[i]), vars[i].def);
+  }
+  *out = cfg;
+}
+
+static const char *env_get(const char *name, void *arg) {
+  (void)arg;
+  return getenv(name);
+}
+
+static symmpin_config process_config;
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+
+static void process_read(void) {
+  /* The logger first, quietly, so the full read below logs at the level the user asked for. */
+  int level = SYMMPIN_LOG_WARN;
+  const char *d = getenv("SYMMPIN_DEBUG");
+  if (d) (void)choice_index(d, debug_levels, &level);
+  int fd = -1;
+  const char *f = getenv("SYMMPIN_DEBUG_FILE");
+  if (f && *f) fd = symmpin_log_open_file(f);
+  symmpin_log_configure((symmpin_log_level)level, fd);
+  symmpin_config_read(env_get, NULL, &process_config);
+}
+
+const symmpin_config *symmpin_config_get(void) {
+  pthread_once(&process_once, process_read);
+  return &process_config;
+}

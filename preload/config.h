@@ -1,0 +1,68 @@
+/* The configuration: ONE table of SYMMPIN_* environment variables (name, default, meaning), read
+ * once per process. Each variable that is set is logged at INFO; an invalid value warns and keeps
+ * the default. Booleans take 1/yes/on/true and 0/no/off/false (any case); sizes take a K, M or G
+ * suffix (powers of 1024). docs/config.md is this table in prose. */
+#ifndef SYMMPIN_PRELOAD_CONFIG_H
+#define SYMMPIN_PRELOAD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SYMMPIN_CONFIG_PATH_MAX 512
+
+typedef enum symmpin_planner_kind {
+  SYMMPIN_PLANNER_SHARED = 0,    /* sites whose calls never overlap share slots */
+  SYMMPIN_PLANNER_DEDICATED = 1, /* one slot per site */
+} symmpin_planner_kind;
+
+typedef struct symmpin_config {
+  bool disable;                              /* SYMMPIN_DISABLE */
+  int debug;                                 /* SYMMPIN_DEBUG: symmpin_log_level */
+  char debug_file[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_DEBUG_FILE, "" = stderr */
+  char trace[SYMMPIN_CONFIG_PATH_MAX];       /* SYMMPIN_TRACE pattern, "" = off */
+  bool stats;                                /* SYMMPIN_STATS */
+  char stats_file[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_STATS_FILE, "" = none */
+  uint64_t warmup;                           /* SYMMPIN_WARMUP: all-reduce calls per comm */
+  uint64_t max_bytes;                        /* SYMMPIN_MAX_BYTES */
+  int planner;                               /* SYMMPIN_PLANNER: symmpin_planner_kind */
+  uint64_t timeout_ms;                       /* SYMMPIN_TIMEOUT_MS */
+  int stack_depth;                           /* SYMMPIN_STACK_DEPTH */
+} symmpin_config;
+
+typedef enum symmpin_config_type {
+  SYMMPIN_CONFIG_BOOL,
+  SYMMPIN_CONFIG_UINT,   /* decimal integer in [min, max] */
+  SYMMPIN_CONFIG_SIZE,   /* bytes, with an optional K/M/G suffix, in [min, max] */
+  SYMMPIN_CONFIG_CHOICE, /* one of `choices` (any case); stored as its index */
+  SYMMPIN_CONFIG_STRING, /* a path or pattern */
+} symmpin_config_type;
+
+typedef struct symmpin_config_var {
+  const char *name;
+  symmpin_config_type type;
+  const char *def;     /* the default, written as a user would write it ("" = unset) */
+  const char *meaning; /* one line, for docs/config.md and the INFO log */
+  size_t offset;       /* where the value goes in symmpin_config */
+  uint64_t min, max;   /* UINT and SIZE */
+  const char *const *choices; /* CHOICE: NULL-terminated */
+} symmpin_config_var;
+
+/* The table (n entries). */
+const symmpin_config_var *symmpin_config_vars(size_t *n);
+
+/* Value parsers; false (output untouched) when the text is not a valid value. */
+bool symmpin_config_parse_bool(const char *s, bool *out);
+bool symmpin_config_parse_uint(const char *s, uint64_t *out);
+bool symmpin_config_parse_size(const char *s, uint64_t *out);
+
+/* Fill *out from the defaults, then from every variable `get(name, arg)` returns non-NULL for,
+ * logging each set one at INFO and warning (and keeping the default) for invalid ones. */
+void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *arg,
+                         symmpin_config *out);
+
+/* The process's configuration, read from the environment on first use (thread-safe); also
+ * applies SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE to the logger before anything is logged. */
+const symmpin_config *symmpin_config_get(void);
+
+#endif

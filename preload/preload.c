@@ -1,0 +1,433 @@
+/* The event handlers (preload/events.h): one place where every intercepted call is turned into
+ * registry, allocation-map, engine, trace and statistics updates. Runs with the re-entrancy guard
+ * set (the wrappers set it), so CUDA/NCCL calls made from here are not recorded as the program's. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interpose/callsite.h"
+#include "interpose/guard.h"
+#include "interpose/log.h"
+#include "interpose/query.h"
+#include "planner/hash.h"
+#include "planner/site.h"
+#include "planner/trace.h"
+#include "preload/comm.h"
+#include "preload/config.h"
+#include "preload/engine.h"
+#include "preload/events.h"
+#include "preload/preload.h"
+#include "preload/stats.h"
+#include "preload/tracefile.h"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static _Atomic int enabled = -1; /* -1 before initialisation */
+static symmpin_config active; /* the configuration in force (a copy: tests may install theirs) */
+static bool stats_on;
+static symmpin_allocmap *allocs;
+static _Atomic int exited;
+static _Atomic int first_rank = -1; /* rank of the process's first communicator: names files */
+
+static __thread int group_depth __attribute__((tls_model("initial-exec")));
+
+/* State carried from symmpin_event_allreduce to its _result on the same thread. */
+typedef struct pending_allreduce {
+  const symmpin_allreduce_call *call;
+  symmpin_comm *comm;
+  symmpin_engine_call ec;
+  symmpin_reason reason;
+  uint64_t send_off, recv_off;
+} pending_allreduce;
+static __thread pending_allreduce pending_ar __attribute__((tls_model("initial-exec")));
+
+/* From symmpin_event_comm_split_key to the split's comm_init; from comm_end to its _result. */
+typedef struct pending_split {
+  bool valid, parent_known;
+  int parent_ordinal, parent_device, color;
+} pending_split;
+static __thread pending_split pending_sp __attribute__((tls_model("initial-exec")));
+static __thread symmpin_comm *pending_end __attribute__((tls_model("initial-exec")));
+static __thread uint64_t pending_free_id __attribute__((tls_model("initial-exec")));
+
+/* The first rank learned names the trace and statistics files. */
+static void note_rank(int rank) {
+  if (rank < 0) return;
+  int none = -1;
+  atomic_compare_exchange_strong(&first_rank, &none, rank);
+  symmpin_tracefile_set_rank(atomic_load(&first_rank));
+}
+
+static void init_from(const symmpin_config *cfg) {
+  active = *cfg;
+  cfg = &active;
+  if (cfg->disable) {
+    SYMMPIN_INFO("disabled (SYMMPIN_DISABLE): pure pass-through");
+    atomic_store(&enabled, 0);
+    return;
+  }
+  symmpin_callsite_set_depth(cfg->stack_depth);
+  allocs = symmpin_allocmap_create();
+  if (!allocs) SYMMPIN_WARN("no allocation map: buffers will be reported as unknown");
+  stats_on = cfg->stats || cfg->stats_file[0];
+  if (cfg->trace[0]) (void)symmpin_tracefile_start(cfg->trace, 0);
+  atomic_store(&enabled, 1);
+}
+
+static void init(void) { init_from(symmpin_config_get()); }
+
+void symmpin_preload_test_init(const symmpin_config *cfg) {
+  symmpin_preload_exit();
+  pthread_once(&init_once, init); /* so that a later first use cannot re-initialise */
+  symmpin_comm_registry_reset();
+  symmpin_stats_reset();
+  if (allocs) symmpin_allocmap_destroy(allocs);
+  allocs = NULL;
+  atomic_store(&first_rank, -1);
+  atomic_store(&exited, 0);
+  group_depth = 0;
+  init_from(cfg);
+}
+
+bool symmpin_events_enabled(void) {
+  int e = atomic_load_explicit(&enabled, memory_order_acquire);
+  if (e < 0) {
+    pthread_once(&init_once, init);
+    e = atomic_load(&enabled);
+  }
+  return e > 0;
+}
+
+symmpin_allocmap *symmpin_preload_allocmap(void) { return allocs; }
+int symmpin_preload_group_depth(void) { return group_depth; }
+
+/* ---- allocations ---- */
+
+static const symmpin_trace_call alloc_calls[] = {SYMMPIN_TRACE_CUDA_MALLOC,
+                                                 SYMMPIN_TRACE_CUDA_MALLOC_ASYNC,
+                                                 SYMMPIN_TRACE_NCCL_MEM_ALLOC};
+static const symmpin_trace_call free_calls[] = {SYMMPIN_TRACE_CUDA_FREE,
+                                                SYMMPIN_TRACE_CUDA_FREE_ASYNC,
+                                                SYMMPIN_TRACE_NCCL_MEM_FREE};
+
+void symmpin_event_alloc(symmpin_alloc_kind kind, void *ptr, size_t size, void *stream,
+                         uint64_t stack, int rc) {
+  if (!symmpin_events_enabled()) return;
+  uint64_t id = 0;
+  int dev = -1;
+  if (rc == 0 && ptr && size) {
+    dev = symmpin_query_device();
+    if (allocs)
+      (void)symmpin_allocmap_insert(allocs, (uintptr_t)ptr, size, (int)kind, dev, stack, &id);
+  }
+  if (symmpin_tracefile_on()) {
+    symmpin_trace_event ev;
+    symmpin_tracefile_event_init(&ev, alloc_calls[kind]);
+    ev.rc = rc;
+    ev.device = dev >= 0 ? dev : symmpin_query_device();
+    ev.ptr = (uintptr_t)ptr;
+    ev.size = size;
+    ev.alloc = id;
+    ev.stack = stack;
+    ev.stream = (uintptr_t)stream;
+    symmpin_tracefile_add(&ev);
+  }
+}
+
+void symmpin_event_free(symmpin_alloc_kind kind, void *ptr, void *stream) {
+  (void)kind;
+  (void)stream;
+  pending_free_id = 0;
+  if (!symmpin_events_enabled() || !ptr || !allocs) return;
+  symmpin_alloc removed;
+  if (symmpin_allocmap_remove(allocs, (uintptr_t)ptr, &removed) == SYMMPIN_OK)
+    pending_free_id = removed.id;
+}
+
+void symmpin_event_free_result(symmpin_alloc_kind kind, void *ptr, int rc) {
+  if (!symmpin_events_enabled() || !symmpin_tracefile_on()) return;
+  symmpin_trace_event ev;
+  symmpin_tracefile_event_init(&ev, free_calls[kind]);
+  ev.rc = rc;
+  ev.device = symmpin_query_device();
+  ev.ptr = (uintptr_t)ptr;
+  ev.alloc = pending_free_id;
+  symmpin_tracefile_add(&ev);
+}
+
+/* ---- communicators ---- */
+
+static const symmpin_trace_call init_calls[] = {
+    SYMMPIN_TRACE_COMM_INIT_RANK, SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG,
+    SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE, SYMMPIN_TRACE_COMM_INIT_ALL, SYMMPIN_TRACE_COMM_SPLIT};
+static const symmpin_trace_call end_calls[] = {SYMMPIN_TRACE_COMM_DESTROY, SYMMPIN_TRACE_COMM_ABORT,
+                                               SYMMPIN_TRACE_COMM_FINALIZE};
+
+void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo) {
+  pending_split sp = {.valid = true, .parent_ordinal = -1, .parent_device = -1, .color = color};
+  uint64_t h = 0x53504c4954ULL, l = 0x53504c4954ULL ^ 0xffULL; /* "SPLIT" */
+  symmpin_comm *p = symmpin_events_enabled() ? symmpin_comm_find(parent) : NULL;
+  if (p) {
+    pthread_mutex_lock(&p->lock);
+    uint32_t counter = p->splits++;
+    pthread_mutex_unlock(&p->lock);
+    h = symmpin_hash_combine(symmpin_hash_combine(symmpin_hash_combine(h, p->key.hi), p->key.lo),
+                             counter);
+    l = symmpin_hash_combine(symmpin_hash_combine(symmpin_hash_combine(l, p->key.lo), p->key.hi),
+                             counter);
+    sp.parent_known = true;
+    sp.parent_ordinal = p->ordinal;
+    sp.parent_device = p->device;
+  }
+  *hi = symmpin_hash_combine(h, (uint64_t)(int64_t)color);
+  *lo = symmpin_hash_combine(l, (uint64_t)(int64_t)color ^ 0x5a5a5a5aULL);
+  pending_sp = sp;
+}
+
+void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi, uint64_t key_lo,
+                             int rank, int nranks, int device, bool blocking, int rc) {
+  if (!symmpin_events_enabled()) return;
+  pending_split sp = {0};
+  if (call == SYMMPIN_COMM_SPLIT) {
+    sp = pending_sp;
+    pending_sp.valid = false;
+    if (sp.valid && sp.parent_device >= 0) device = sp.parent_device; /* NCCL: parent's device */
+  }
+  symmpin_comm *c = NULL;
+  /* A split whose parent symmpin does not know gets no entry: its key could not be derived alike
+   * on every rank, so its calls go to NCCL. */
+  bool registrable = comm && (call != SYMMPIN_COMM_SPLIT || (sp.valid && sp.parent_known));
+  if (registrable) {
+    symmpin_board_key key = {key_hi, key_lo};
+    c = symmpin_comm_register(comm, key, rank, nranks, device, blocking);
+    if (c && stats_on) c->stats = symmpin_stats_comm_open(c->ordinal, rank, nranks, device);
+    if (c) {
+      symmpin_log_set_device(device);
+      SYMMPIN_INFO("comm %p: ordinal %d rank %d/%d device %d%s key %016llx%016llx", comm,
+                   c->ordinal, rank, nranks, device, blocking ? "" : " non-blocking",
+                   (unsigned long long)key_hi, (unsigned long long)key_lo);
+      note_rank(rank);
+    }
+  } else if (comm) {
+    SYMMPIN_INFO("comm %p: split of an unknown parent: left to NCCL", comm);
+  }
+  if (symmpin_tracefile_on()) {
+    symmpin_trace_event ev;
+    symmpin_tracefile_event_init(&ev, init_calls[call]);
+    ev.rc = rc;
+    ev.device = device;
+    ev.comm = c ? c->ordinal : -1;
+    ev.key_hi = key_hi;
+    ev.key_lo = key_lo;
+    ev.rank = rank;
+    ev.nranks = nranks;
+    if (call == SYMMPIN_COMM_SPLIT) {
+      ev.color = sp.color;
+      ev.parent = sp.parent_ordinal;
+    }
+    symmpin_tracefile_add(&ev);
+  }
+}
+
+void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
+  (void)call;
+  pending_end = NULL;
+  if (!symmpin_events_enabled()) return;
+  symmpin_comm *c = symmpin_comm_find(comm);
+  if (c) {
+    /* Before the real call: the engine may still need the communicator's device and streams. */
+    pthread_mutex_lock(&c->lock);
+    symmpin_engine_comm_release(c);
+    pthread_mutex_unlock(&c->lock);
+  }
+  pending_end = c;
+}
+
+void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc) {
+  if (!symmpin_events_enabled()) return;
+  symmpin_comm *c = pending_end;
+  pending_end = NULL;
+  if (c && c->handle != comm) c = NULL;
+  if (symmpin_tracefile_on()) {
+    symmpin_trace_event ev;
+    symmpin_tracefile_event_init(&ev, end_calls[call]);
+    ev.rc = rc;
+    ev.device = c ? c->device : -1;
+    ev.comm = c ? c->ordinal : -1;
+    ev.rank = c ? c->rank : -1;
+    ev.nranks = c ? c->nranks : 0;
+    symmpin_tracefile_add(&ev);
+    symmpin_tracefile_flush();
+  }
+  /* Finalize leaves the handle valid (ncclCommDestroy follows); destroy and abort end it. */
+  if (c && call != SYMMPIN_COMM_FINALIZE) symmpin_comm_unregister(c);
+}
+
+/* ---- groups ---- */
+
+static void group_trace(symmpin_trace_call call, int rc) {
+  if (!symmpin_tracefile_on()) return;
+  symmpin_trace_event ev;
+  symmpin_tracefile_event_init(&ev, call);
+  ev.rc = rc;
+  ev.depth = group_depth;
+  symmpin_tracefile_add(&ev);
+}
+
+void symmpin_event_group_start(int rc) {
+  if (!symmpin_events_enabled()) return;
+  if (rc == 0) group_depth++;
+  group_trace(SYMMPIN_TRACE_GROUP_START, rc);
+}
+
+void symmpin_event_group_end(int rc) {
+  if (!symmpin_events_enabled()) return;
+  /* NCCL leaves the group on any result (errors included). */
+  if (group_depth > 0) group_depth--;
+  group_trace(SYMMPIN_TRACE_GROUP_END, rc);
+}
+
+/* ---- all-reduce ---- */
+
+static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_path path) {
+  const symmpin_allreduce_call *c = p->call;
+  symmpin_comm *cm = p->comm;
+  if (cm && cm->stats)
+    symmpin_stats_record(cm->stats, p->ec.site, c->count, c->dtype, c->op, p->reason);
+  if (!symmpin_tracefile_on()) return;
+  symmpin_trace_event ev;
+  symmpin_tracefile_event_init(&ev, SYMMPIN_TRACE_ALL_REDUCE);
+  ev.rc = rc;
+  ev.device = cm ? cm->device : symmpin_query_device();
+  ev.comm = cm ? cm->ordinal : -1;
+  ev.rank = cm ? cm->rank : -1;
+  ev.nranks = cm ? cm->nranks : 0;
+  ev.stack = c->stack;
+  ev.stream = (uintptr_t)c->stream;
+  ev.site = p->ec.site;
+  ev.count = c->count;
+  ev.dtype = c->dtype;
+  ev.op = c->op;
+  ev.send_alloc = p->ec.send_alloc;
+  ev.send_off = p->send_off;
+  ev.recv_alloc = p->ec.recv_alloc;
+  ev.recv_off = p->recv_off;
+  ev.send_ptr = (uintptr_t)c->send;
+  ev.recv_ptr = (uintptr_t)c->recv;
+  ev.stream_ord = p->ec.stream_ord;
+  ev.capturing = p->ec.capturing;
+  ev.path = path;
+  ev.reason = p->reason;
+  symmpin_tracefile_add(&ev);
+}
+
+static void buffer_of(const void *addr, uint64_t *id, uint64_t *off) {
+  symmpin_alloc a;
+  *id = 0;
+  *off = 0;
+  if (allocs && addr && symmpin_allocmap_lookup(allocs, (uintptr_t)addr, &a)) {
+    *id = a.id;
+    *off = (uintptr_t)addr - a.base;
+  }
+}
+
+bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
+  pending_allreduce *p = &pending_ar;
+  p->call = NULL;
+  if (!symmpin_events_enabled()) return false;
+  symmpin_comm *cm = symmpin_comm_find(c->comm);
+  p->call = c;
+  p->comm = cm;
+  p->ec = (symmpin_engine_call){.call = c, .stream_ord = -1, .group_depth = group_depth};
+  buffer_of(c->send, &p->ec.send_alloc, &p->send_off);
+  buffer_of(c->recv, &p->ec.recv_alloc, &p->recv_off);
+  /* Unknown counts as capturing: the engine then does nothing that capture would forbid. */
+  p->ec.capturing = symmpin_query_capturing(c->stream) != 0;
+  if (!cm) {
+    p->ec.site = symmpin_site_id(c->stack, -1, c->count, c->dtype, c->op);
+    p->reason = SYMMPIN_REASON_COMM;
+    return false;
+  }
+  symmpin_log_set_device(cm->device);
+  p->ec.site = symmpin_site_id(c->stack, cm->ordinal, c->count, c->dtype, c->op);
+  pthread_mutex_lock(&cm->lock);
+  if (cm->rank < 0 || cm->nranks < 0) {
+    /* Splits and non-blocking inits: ask NCCL now; ncclInProgress means ask again next time. */
+    int r, n;
+    if (symmpin_query_comm(cm->handle, &r, &n) == 0) {
+      cm->rank = r;
+      cm->nranks = n;
+      symmpin_stats_comm_set_rank(cm->stats, r, n);
+      note_rank(r);
+      SYMMPIN_INFO("comm %p (ordinal %d): rank %d/%d", cm->handle, cm->ordinal, r, n);
+    }
+  }
+  cm->allreduces++;
+  p->ec.stream_ord = symmpin_comm_stream_ordinal(cm, c->stream);
+  symmpin_reason reason = SYMMPIN_REASON_ERROR;
+  bool taken = symmpin_engine_allreduce(cm, &p->ec, rc, &reason);
+  pthread_mutex_unlock(&cm->lock);
+  p->reason = taken ? SYMMPIN_REASON_NONE : reason;
+  if (taken) {
+    allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
+    p->call = NULL;
+  }
+  return taken;
+}
+
+void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
+  pending_allreduce *p = &pending_ar;
+  if (p->call != c) return;
+  allreduce_finish(p, rc, SYMMPIN_PATH_NCCL);
+  p->call = NULL;
+}
+
+/* ---- process start and exit ---- */
+
+static void release_one(symmpin_comm *c, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&c->lock);
+  symmpin_engine_comm_release(c);
+  pthread_mutex_unlock(&c->lock);
+}
+
+static void stats_report(const symmpin_config *cfg) {
+  if (cfg->stats) symmpin_stats_print(stderr);
+  if (!cfg->stats_file[0]) return;
+  char host[64], path[SYMMPIN_CONFIG_PATH_MAX];
+  if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
+  host[sizeof host - 1] = '\0';
+  char *dot = strchr(host, '.');
+  if (dot) *dot = '\0';
+  /* The rank in the name is the trace's rule: the process's first communicator. */
+  if (symmpin_trace_expand_path(cfg->stats_file, atomic_load(&first_rank), (int)getpid(), host, path,
+                                sizeof path) != SYMMPIN_OK) {
+    SYMMPIN_WARN("cannot expand SYMMPIN_STATS_FILE=%s", cfg->stats_file);
+    return;
+  }
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    SYMMPIN_WARN("cannot write statistics to %s", path);
+    return;
+  }
+  symmpin_stats_write_json(f);
+  fclose(f);
+  SYMMPIN_INFO("statistics written to %s", path);
+}
+
+void symmpin_preload_exit(void) {
+  if (atomic_load(&enabled) <= 0 || atomic_exchange(&exited, 1)) return;
+  symmpin_guard_enter();
+  symmpin_comm_for_each(release_one, NULL);
+  symmpin_tracefile_stop();
+  stats_report(&active);
+  symmpin_guard_leave();
+}
+
+__attribute__((constructor)) static void symmpin_preload_constructor(void) {
+  (void)symmpin_events_enabled();
+}
+
+__attribute__((destructor)) static void symmpin_preload_destructor(void) { symmpin_preload_exit(); }

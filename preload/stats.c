@@ -1,0 +1,239 @@
+/* Statistics (stats.h): a uthash of sites per communicator, communicators on one global list. */
+#include "preload/stats.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "interpose/log.h"
+
+typedef struct stats_site {
+  uint64_t site;
+  symmpin_stats_site_view v;
+  UT_hash_handle hh;
+} stats_site;
+
+struct symmpin_stats_comm {
+  int ordinal, rank, nranks, device;
+  pthread_mutex_t lock;
+  stats_site *sites; /* uthash keeps insertion order: sites print in order of first call */
+  bool has_pool;
+  uint32_t planned_sites;
+  uint64_t dedicated_bytes, lower_bound_bytes, pool_bytes;
+  struct symmpin_stats_comm *next;
+};
+
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static symmpin_stats_comm *comms; /* newest first */
+
+symmpin_stats_comm *symmpin_stats_comm_open(int ordinal, int rank, int nranks, int device) {
+  symmpin_stats_comm *sc = calloc(1, sizeof *sc);
+  if (!sc) {
+    SYMMPIN_WARN("out of memory for statistics");
+    return NULL;
+  }
+  sc->ordinal = ordinal;
+  sc->rank = rank;
+  sc->nranks = nranks;
+  sc->device = device;
+  pthread_mutex_init(&sc->lock, NULL);
+  pthread_mutex_lock(&list_lock);
+  sc->next = comms;
+  comms = sc;
+  pthread_mutex_unlock(&list_lock);
+  return sc;
+}
+
+void symmpin_stats_comm_set_rank(symmpin_stats_comm *sc, int rank, int nranks) {
+  if (!sc) return;
+  pthread_mutex_lock(&sc->lock);
+  sc->rank = rank;
+  sc->nranks = nranks;
+  pthread_mutex_unlock(&sc->lock);
+}
+
+/* Caller holds sc->lock. NULL if out of memory. */
+static stats_site *site_get(symmpin_stats_comm *sc, uint64_t site) {
+  stats_site *s;
+  HASH_FIND(hh, sc->sites, &site, sizeof site, s);
+  if (s) return s;
+  s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->site = site;
+  HASH_ADD(hh, sc->sites, site, sizeof site, s);
+  return s;
+}
+
+void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
+                          symmpin_reason reason) {
+  if (!sc) return;
+  pthread_mutex_lock(&sc->lock);
+  stats_site *s = site_get(sc, site);
+  if (s) {
+    s->v.count = count;
+    s->v.dtype = dtype;
+    s->v.op = op;
+    s->v.calls++;
+    s->v.bytes += count * symmpin_dtype_size(dtype);
+    if (reason == SYMMPIN_REASON_NONE)
+      s->v.redirected++;
+    else
+      s->v.nccl++;
+    if ((unsigned)reason < SYMMPIN_REASON_COUNT) s->v.reasons[reason]++;
+  }
+  pthread_mutex_unlock(&sc->lock);
+}
+
+void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes) {
+  symmpin_stats_comm *sc = c ? c->stats : NULL;
+  if (!sc) return;
+  pthread_mutex_lock(&sc->lock);
+  stats_site *s = site_get(sc, site);
+  if (s) {
+    s->v.has_slot = true;
+    s->v.slot_offset = offset;
+    s->v.slot_bytes = bytes;
+  }
+  pthread_mutex_unlock(&sc->lock);
+}
+
+void symmpin_stats_set_pool(symmpin_comm *c, uint32_t planned_sites, uint64_t dedicated_bytes,
+                            uint64_t lower_bound_bytes, uint64_t pool_bytes) {
+  symmpin_stats_comm *sc = c ? c->stats : NULL;
+  if (!sc) return;
+  pthread_mutex_lock(&sc->lock);
+  sc->has_pool = true;
+  sc->planned_sites = planned_sites;
+  sc->dedicated_bytes = dedicated_bytes;
+  sc->lower_bound_bytes = lower_bound_bytes;
+  sc->pool_bytes = pool_bytes;
+  pthread_mutex_unlock(&sc->lock);
+}
+
+bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out) {
+  if (!sc) return false;
+  pthread_mutex_lock(&sc->lock);
+  stats_site *s;
+  HASH_FIND(hh, sc->sites, &site, sizeof site, s);
+  if (s) *out = s->v;
+  pthread_mutex_unlock(&sc->lock);
+  return s != NULL;
+}
+
+/* Communicators in (ordinal, rank) order, for stable output. Caller holds list_lock; the array
+ * is malloc'ed (NULL if none or out of memory). */
+static symmpin_stats_comm **sorted(size_t *n) {
+  size_t k = 0;
+  for (symmpin_stats_comm *c = comms; c; c = c->next) k++;
+  *n = 0;
+  if (!k) return NULL;
+  symmpin_stats_comm **v = malloc(k * sizeof *v);
+  if (!v) return NULL;
+  k = 0;
+  for (symmpin_stats_comm *c = comms; c; c = c->next) v[k++] = c;
+  for (size_t i = 1; i < k; i++) /* insertion sort: a handful of communicators */
+    for (size_t j = i; j > 0; j--) {
+      symmpin_stats_comm *a = v[j - 1], *b = v[j];
+      if (a->ordinal < b->ordinal || (a->ordinal == b->ordinal && a->rank <= b->rank)) break;
+      v[j - 1] = b;
+      v[j] = a;
+    }
+  *n = k;
+  return v;
+}
+
+void symmpin_stats_print(FILE *f) {
+  pthread_mutex_lock(&list_lock);
+  size_t n;
+  symmpin_stats_comm **v = sorted(&n);
+  fprintf(f, "symmpin stats: %zu communicator(s)\n", n);
+  for (size_t i = 0; i < n; i++) {
+    symmpin_stats_comm *c = v[i];
+    pthread_mutex_lock(&c->lock);
+    fprintf(f, "comm %d rank %d/%d device %d", c->ordinal, c->rank, c->nranks, c->device);
+    if (c->has_pool)
+      fprintf(f, ": pool %" PRIu64 " B, %u sites planned, dedicated %" PRIu64
+                 " B, lower bound %" PRIu64 " B",
+              c->pool_bytes, c->planned_sites, c->dedicated_bytes, c->lower_bound_bytes);
+    fprintf(f, "\n  %-18s %10s %-5s %-4s %10s %14s %10s %10s %22s  %s\n", "site", "count", "type",
+            "op", "calls", "bytes", "symmpin", "nccl", "slot (offset+bytes)", "nccl reasons");
+    for (stats_site *s = c->sites; s; s = s->hh.next) {
+      char slot[48] = "-";
+      if (s->v.has_slot)
+        snprintf(slot, sizeof slot, "%" PRIu64 "+%" PRIu64, s->v.slot_offset, s->v.slot_bytes);
+      fprintf(f, "  0x%016" PRIx64 " %10" PRIu64 " %-5s %-4s %10" PRIu64 " %14" PRIu64
+                 " %10" PRIu64 " %10" PRIu64 " %22s ",
+              s->site, s->v.count, symmpin_dtype_name(s->v.dtype), symmpin_op_name(s->v.op),
+              s->v.calls, s->v.bytes, s->v.redirected, s->v.nccl, slot);
+      for (int r = 1; r < SYMMPIN_REASON_COUNT; r++)
+        if (s->v.reasons[r])
+          fprintf(f, " %s=%" PRIu64, symmpin_reason_name((symmpin_reason)r), s->v.reasons[r]);
+      fputc('\n', f);
+    }
+    pthread_mutex_unlock(&c->lock);
+  }
+  pthread_mutex_unlock(&list_lock);
+  free(v);
+}
+
+void symmpin_stats_write_json(FILE *f) {
+  pthread_mutex_lock(&list_lock);
+  size_t n;
+  symmpin_stats_comm **v = sorted(&n);
+  fprintf(f, "{\"version\": 1, \"comms\": [");
+  for (size_t i = 0; i < n; i++) {
+    symmpin_stats_comm *c = v[i];
+    pthread_mutex_lock(&c->lock);
+    fprintf(f, "%s\n  {\"ordinal\": %d, \"rank\": %d, \"nranks\": %d, \"device\": %d",
+            i ? "," : "", c->ordinal, c->rank, c->nranks, c->device);
+    if (c->has_pool)
+      fprintf(f, ", \"pool\": {\"planned_sites\": %u, \"dedicated_bytes\": %" PRIu64
+                 ", \"lower_bound_bytes\": %" PRIu64 ", \"pool_bytes\": %" PRIu64 "}",
+              c->planned_sites, c->dedicated_bytes, c->lower_bound_bytes, c->pool_bytes);
+    fprintf(f, ", \"sites\": [");
+    for (stats_site *s = c->sites; s; s = s->hh.next) {
+      fprintf(f, "%s\n    {\"site\": \"0x%016" PRIx64 "\", \"count\": %" PRIu64
+                 ", \"dtype\": \"%s\", \"op\": \"%s\", \"calls\": %" PRIu64 ", \"bytes\": %" PRIu64
+                 ", \"redirected\": %" PRIu64 ", \"nccl\": %" PRIu64 ", \"reasons\": {",
+              s == c->sites ? "" : ",", s->site, s->v.count, symmpin_dtype_name(s->v.dtype),
+              symmpin_op_name(s->v.op), s->v.calls, s->v.bytes, s->v.redirected, s->v.nccl);
+      bool first = true;
+      for (int r = 1; r < SYMMPIN_REASON_COUNT; r++)
+        if (s->v.reasons[r]) {
+          fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ",
+                  symmpin_reason_name((symmpin_reason)r), s->v.reasons[r]);
+          first = false;
+        }
+      fprintf(f, "}");
+      if (s->v.has_slot)
+        fprintf(f, ", \"slot\": {\"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+                s->v.slot_offset, s->v.slot_bytes);
+      fprintf(f, "}");
+    }
+    fprintf(f, "]}");
+    pthread_mutex_unlock(&c->lock);
+  }
+  fprintf(f, "\n]}\n");
+  pthread_mutex_unlock(&list_lock);
+  free(v);
+}
+
+void symmpin_stats_reset(void) {
+  pthread_mutex_lock(&list_lock);
+  symmpin_stats_comm *c = comms;
+  comms = NULL;
+  pthread_mutex_unlock(&list_lock);
+  while (c) {
+    symmpin_stats_comm *next = c->next;
+    stats_site *s, *tmp;
+    HASH_ITER(hh, c->sites, s, tmp) {
+      HASH_DEL(c->sites, s);
+      free(s);
+    }
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    c = next;
+  }
+}

@@ -1,0 +1,52 @@
+/* Statistics per communicator (ordinal, rank) and per call site: calls, bytes, redirected vs NCCL
+ * with counts per reason, the site's slot, and the communicator's pool figures. SYMMPIN_STATS=1
+ * prints a table to stderr at exit; SYMMPIN_STATS_FILE writes JSON. A communicator's statistics
+ * outlive it (they are printed at exit). Thread-safe: one lock per communicator. */
+#ifndef SYMMPIN_PRELOAD_STATS_H
+#define SYMMPIN_PRELOAD_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "planner/types.h"
+#include "preload/comm.h"
+#include "preload/engine.h"
+
+typedef struct symmpin_stats_comm symmpin_stats_comm;
+
+/* Statistics for a new communicator (kept until symmpin_stats_reset). NULL if out of memory. */
+symmpin_stats_comm *symmpin_stats_comm_open(int ordinal, int rank, int nranks, int device);
+/* Rank and size learned later (splits, non-blocking inits). */
+void symmpin_stats_comm_set_rank(symmpin_stats_comm *sc, int rank, int nranks);
+
+/* One all-reduce at `site`: taken by symmpin (reason == SYMMPIN_REASON_NONE) or by NCCL. */
+void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
+                          symmpin_reason reason);
+
+/* For the engine, after a plan: the slot a site is pinned to... */
+void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes);
+/* ...and the pool: sites planned, the bytes a dedicated (one slot per site) plan would need, the
+ * lower bound any plan needs (the largest set of sites live at once), and the pool's size. */
+void symmpin_stats_set_pool(symmpin_comm *c, uint32_t planned_sites, uint64_t dedicated_bytes,
+                            uint64_t lower_bound_bytes, uint64_t pool_bytes);
+
+/* Per-site numbers, as printed (for tests). false if the site was never seen. */
+typedef struct symmpin_stats_site_view {
+  uint64_t count;
+  int dtype, op;
+  uint64_t calls, bytes, redirected, nccl;
+  uint64_t reasons[SYMMPIN_REASON_COUNT];
+  bool has_slot;
+  uint64_t slot_offset, slot_bytes;
+} symmpin_stats_site_view;
+bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out);
+
+/* The readable table (SYMMPIN_STATS) and the JSON document (SYMMPIN_STATS_FILE). */
+void symmpin_stats_print(FILE *f);
+void symmpin_stats_write_json(FILE *f);
+
+/* Drop every communicator's statistics. Tests only. */
+void symmpin_stats_reset(void);
+
+#endif

@@ -1,0 +1,160 @@
+/* The process's trace file (tracefile.h): early-event buffer, then the planner's writer. */
+#include "preload/tracefile.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "interpose/log.h"
+
+typedef enum state { OFF, BUFFERING, OPEN, FAILED } state;
+
+/* One lock for the whole life: adding after stop() must not race with the writer's close. The
+ * writer has its own lock too, so the cost is one more uncontended mutex per traced call. */
+static pthread_mutex_t tf_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int tf_state = OFF;
+static char tf_pattern[512];
+static char tf_path[512];
+static symmpin_trace_event *early_events;
+static size_t early_cap, early_n;
+static symmpin_trace_writer *writer;
+static uint64_t start_mono_ns, start_unix_ns;
+
+static __thread long tf_tid __attribute__((tls_model("initial-exec")));
+
+static uint64_t now_ns(clockid_t clk) {
+  struct timespec ts;
+  clock_gettime(clk, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+symmpin_status symmpin_tracefile_start(const char *pattern, size_t early) {
+  if (!early) early = SYMMPIN_TRACEFILE_EARLY_EVENTS;
+  if (strlen(pattern) >= sizeof tf_pattern) {
+    SYMMPIN_WARN("trace pattern too long: %s", pattern);
+    return SYMMPIN_ERR_INVALID;
+  }
+  symmpin_trace_event *ev = calloc(early, sizeof *ev);
+  if (!ev) {
+    SYMMPIN_WARN("out of memory for the trace buffer (%zu events)", early);
+    return SYMMPIN_ERR_NOMEM;
+  }
+  pthread_mutex_lock(&tf_lock);
+  if (atomic_load(&tf_state) != OFF) {
+    pthread_mutex_unlock(&tf_lock);
+    free(ev);
+    return SYMMPIN_ERR_INVALID;
+  }
+  strcpy(tf_pattern, pattern);
+  tf_path[0] = '\0';
+  early_events = ev;
+  early_cap = early;
+  early_n = 0;
+  start_mono_ns = now_ns(CLOCK_MONOTONIC);
+  start_unix_ns = now_ns(CLOCK_REALTIME);
+  atomic_store(&tf_state, BUFFERING);
+  pthread_mutex_unlock(&tf_lock);
+  return SYMMPIN_OK;
+}
+
+bool symmpin_tracefile_on(void) {
+  int s = atomic_load_explicit(&tf_state, memory_order_relaxed);
+  return s == BUFFERING || s == OPEN;
+}
+
+void symmpin_tracefile_event_init(symmpin_trace_event *ev, symmpin_trace_call call) {
+  memset(ev, 0, sizeof *ev);
+  if (tf_tid == 0) tf_tid = syscall(SYS_gettid);
+  ev->tid = (uint64_t)tf_tid;
+  ev->t_ns = now_ns(CLOCK_MONOTONIC) - start_mono_ns;
+  ev->call = call;
+  ev->comm = -1;
+  ev->device = -1;
+  ev->rank = -1;
+  ev->parent = -1;
+  ev->stream_ord = -1;
+}
+
+/* Caller holds tf_lock, state BUFFERING. */
+static void open_locked(int rank) {
+  char host[64];
+  if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
+  host[sizeof host - 1] = '\0';
+  char *dot = strchr(host, '.');
+  if (dot) *dot = '\0';
+  symmpin_trace_header h;
+  memset(&h, 0, sizeof h);
+  h.version = SYMMPIN_TRACE_VERSION;
+  strcpy(h.host, host);
+  h.pid = (int)getpid();
+  h.rank = rank;
+  snprintf(h.program, sizeof h.program, "%s", program_invocation_short_name);
+  h.start_unix_ns = start_unix_ns;
+  if (symmpin_trace_expand_path(tf_pattern, rank, h.pid, host, tf_path, sizeof tf_path) !=
+          SYMMPIN_OK ||
+      symmpin_trace_writer_open(tf_path, &h, &writer) != SYMMPIN_OK) {
+    SYMMPIN_WARN("cannot open the trace file for pattern %s; tracing off", tf_pattern);
+    tf_path[0] = '\0';
+    atomic_store(&tf_state, FAILED);
+  } else {
+    SYMMPIN_INFO("tracing to %s", tf_path);
+    for (size_t i = 0; i < early_n; i++) symmpin_trace_writer_add(writer, &early_events[i]);
+    atomic_store(&tf_state, OPEN);
+  }
+  free(early_events);
+  early_events = NULL;
+  early_n = early_cap = 0;
+}
+
+void symmpin_tracefile_set_rank(int rank) {
+  if (rank < 0 || atomic_load(&tf_state) != BUFFERING) return;
+  pthread_mutex_lock(&tf_lock);
+  if (atomic_load(&tf_state) == BUFFERING) open_locked(rank);
+  pthread_mutex_unlock(&tf_lock);
+}
+
+void symmpin_tracefile_add(symmpin_trace_event *ev) {
+  if (!symmpin_tracefile_on()) return;
+  pthread_mutex_lock(&tf_lock);
+  int s = atomic_load(&tf_state);
+  if (s == BUFFERING) {
+    if (early_n == early_cap) {
+      SYMMPIN_INFO("trace buffer full (%zu events) before any communicator: opening with rank u",
+                   early_cap);
+      open_locked(-1);
+      s = atomic_load(&tf_state);
+    } else {
+      early_events[early_n++] = *ev;
+    }
+  }
+  if (s == OPEN) symmpin_trace_writer_add(writer, ev);
+  pthread_mutex_unlock(&tf_lock);
+}
+
+void symmpin_tracefile_flush(void) {
+  pthread_mutex_lock(&tf_lock);
+  if (atomic_load(&tf_state) == OPEN) symmpin_trace_writer_flush(writer);
+  pthread_mutex_unlock(&tf_lock);
+}
+
+void symmpin_tracefile_stop(void) {
+  pthread_mutex_lock(&tf_lock);
+  if (atomic_load(&tf_state) == BUFFERING) open_locked(-1);
+  if (atomic_load(&tf_state) == OPEN) {
+    symmpin_trace_writer_close(writer);
+    writer = NULL;
+  }
+  free(early_events);
+  early_events = NULL;
+  early_n = early_cap = 0;
+  atomic_store(&tf_state, OFF);
+  pthread_mutex_unlock(&tf_lock);
+}
+
+const char *symmpin_tracefile_path(void) { return tf_path; }

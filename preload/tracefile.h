@@ -1,0 +1,32 @@
+/* The process's trace file (SYMMPIN_TRACE): one file per process, named by expanding the pattern
+ * with the rank of the process's first communicator. Events are buffered in memory until a
+ * comm-init tells that rank, or opened with rank "u" when the buffer fills first (or at exit).
+ * Thread-safe; never allocates per event (the buffer is allocated at start). */
+#ifndef SYMMPIN_PRELOAD_TRACEFILE_H
+#define SYMMPIN_PRELOAD_TRACEFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "planner/trace.h"
+
+#define SYMMPIN_TRACEFILE_EARLY_EVENTS 4096 /* events held before the rank is known */
+
+/* Start tracing to `pattern` (%r, %p, %h; planner/trace.h). `early` events are buffered before
+ * the rank is known (0 = SYMMPIN_TRACEFILE_EARLY_EVENTS). */
+symmpin_status symmpin_tracefile_start(const char *pattern, size_t early);
+bool symmpin_tracefile_on(void);
+/* An event with the defaults the trace format reads back for unwritten fields (comm, device,
+ * rank, parent, stream_ord -1; the rest 0), the calling thread's id and the time filled in. */
+void symmpin_tracefile_event_init(symmpin_trace_event *ev, symmpin_trace_call call);
+/* The rank is known (the first communicator's): opens the file and writes the buffered events.
+ * Later calls do nothing. */
+void symmpin_tracefile_set_rank(int rank);
+void symmpin_tracefile_add(symmpin_trace_event *ev);
+void symmpin_tracefile_flush(void);
+/* Flush and close (opening with rank "u" first if no rank came). Tracing is off afterwards. */
+void symmpin_tracefile_stop(void);
+/* The expanded path once the file is open ("" before). */
+const char *symmpin_tracefile_path(void);
+
+#endif
