@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One status enum for the whole library. The function where an error starts logs it; callers pass
  * it up unchanged. */
 typedef enum symmpin_status {
@@ -60,5 +64,9 @@ const char *symmpin_op_name(int op);
 /* Inverse of the names above; -1 when unknown. */
 int symmpin_dtype_from_name(const char *name);
 int symmpin_op_from_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
