@@ -65,7 +65,8 @@ void symmpin_epochs_init(symmpin_epochs *e, const symmpin_warmup_config *cfg, ui
 void symmpin_epochs_advance(symmpin_epochs *e, bool planned_new) {
   if (planned_new)
     e->interval = e->base;
-  else if (e->interval < SYMMPIN_EPOCH_MAX_INTERVAL)
-    e->interval *= 2;
+  else
+    e->interval = e->interval >= SYMMPIN_EPOCH_MAX_INTERVAL / 2 ? SYMMPIN_EPOCH_MAX_INTERVAL
+                                                                : e->interval * 2;
   e->next += e->interval;
 }

@@ -1,0 +1,490 @@
+/* Plans: agreement across ranks, stable offsets, late sites, overlap safety, pool sizes against
+ * the lower bound, reasons, the per-call route, and a seeded randomized property test. */
+#include "plan_util.h"
+
+#define F32 SYMMPIN_FLOAT32
+#define SUM SYMMPIN_SUM
+
+static const symmpin_plan_site *site_of(const symmpin_plan *p, uint64_t s) {
+  const symmpin_plan_site *e = symmpin_plan_find(p, s);
+  cr_assert_not_null(e, "site %#lx missing from the plan", (unsigned long)s);
+  return e;
+}
+
+static bool disjoint(const symmpin_plan_site *a, const symmpin_plan_site *b) {
+  return a->offset + a->slot_bytes <= b->offset || b->offset + b->slot_bytes <= a->offset;
+}
+
+Test(plan, identical_across_ranks_via_board_blobs) {
+  /* 4 ranks, each "rank" decodes the other ranks' posted blobs and computes the plan itself. */
+  tcall calls[40];
+  for (int i = 0; i < 40; i++)
+    calls[i] = (tcall){.site = 10 + (uint64_t)(i % 5), .count = 1000 * (uint64_t)(i % 5 + 1),
+                       .dtype = F32, .op = SUM, .stream = i % 5 == 4 ? 1 : 0};
+  enum { N = 4 };
+  void *blob[N];
+  size_t len[N];
+  for (int r = 0; r < N; r++) {
+    symmpin_record rec;
+    mk_record(&rec, r, N, 0, calls, 40);
+    size_t need = symmpin_record_encoded_bytes(rec.ncalls);
+    blob[r] = malloc(need);
+    cr_assert_eq(symmpin_record_encode(&rec, blob[r], need, &len[r]), SYMMPIN_OK);
+    symmpin_record_free(&rec);
+  }
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, N);
+  symmpin_plan *plans[N];
+  for (int me = 0; me < N; me++) {
+    symmpin_record recs[N];
+    const symmpin_record *rp[N];
+    for (int r = 0; r < N; r++) {
+      cr_assert_eq(symmpin_record_decode(blob[r], len[r], &recs[r]), SYMMPIN_OK);
+      rp[r] = &recs[r];
+    }
+    cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &plans[me]), SYMMPIN_OK);
+    for (int r = 0; r < N; r++) symmpin_record_free(&recs[r]);
+  }
+  for (int me = 1; me < N; me++) {
+    cr_assert_eq(plans[me]->digest, plans[0]->digest);
+    cr_assert_eq(plans[me]->nsites, plans[0]->nsites);
+    cr_assert_eq(memcmp(plans[me]->sites, plans[0]->sites,
+                        plans[0]->nsites * sizeof(symmpin_plan_site)),
+                 0);
+  }
+  cr_assert_eq(plans[0]->nsites, 5);
+  cr_assert_eq(plans[0]->npinned, 5);
+  cr_assert(plans[0]->same_sequence);
+  for (int r = 0; r < N; r++) {
+    symmpin_plan_free(plans[r]);
+    free(blob[r]);
+  }
+}
+
+Test(plan, one_rank_differs_only_those_sites_fall_back) {
+  /* Sites A B C D, 3 loops. Rank 1 calls X instead of C in the second loop, and its site D has a
+   * different count at one call (same id, different shape). */
+  enum { N = 3, L = 12 };
+  tcall base[L], r1[L];
+  for (int i = 0; i < L; i++)
+    base[i] = (tcall){.site = 1 + (uint64_t)(i % 4), .count = 256, .dtype = F32, .op = SUM};
+  memcpy(r1, base, sizeof(base));
+  r1[6].site = 99; /* position of C in loop 2 */
+  r1[11].count = 512; /* D, loop 3 */
+  symmpin_record recs[N];
+  const symmpin_record *rp[N];
+  for (int r = 0; r < N; r++) {
+    mk_record(&recs[r], r, N, 0, r == 1 ? r1 : base, L);
+    rp[r] = &recs[r];
+  }
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, N);
+  symmpin_plan *p;
+  cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p), SYMMPIN_OK);
+  cr_assert_not(p->same_sequence);
+  cr_assert(site_of(p, 1)->pinned);
+  cr_assert(site_of(p, 2)->pinned);
+  cr_assert_not(site_of(p, 3)->pinned);
+  cr_assert_eq(site_of(p, 3)->reason, SYMMPIN_PLAN_DIFFERS);
+  cr_assert_not(site_of(p, 4)->pinned);
+  cr_assert_eq(site_of(p, 4)->reason, SYMMPIN_PLAN_DIFFERS);
+  cr_assert_not(site_of(p, 99)->pinned);
+  cr_assert_eq(site_of(p, 99)->reason, SYMMPIN_PLAN_NOT_ALL_RANKS);
+  cr_assert_eq(p->npinned, 2);
+  /* The route of a fallen-back site says why. */
+  cr_assert_eq(symmpin_plan_route(p, 3, 0, NULL), SYMMPIN_PLAN_DIFFERS);
+  symmpin_plan_free(p);
+  for (int r = 0; r < N; r++) symmpin_record_free(&recs[r]);
+}
+
+Test(plan, records_of_different_length_or_start) {
+  tcall c[6];
+  for (int i = 0; i < 6; i++) c[i] = (tcall){.site = 1 + (uint64_t)(i % 2), .count = 8, .dtype = F32};
+  symmpin_record recs[2];
+  const symmpin_record *rp[2] = {&recs[0], &recs[1]};
+  mk_record(&recs[0], 0, 2, 0, c, 6);
+  mk_record(&recs[1], 1, 2, 0, c, 5); /* rank 1 ended its record one call earlier */
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p;
+  cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p), SYMMPIN_OK);
+  cr_assert(site_of(p, 1)->pinned);
+  cr_assert_eq(site_of(p, 2)->reason, SYMMPIN_PLAN_DIFFERS); /* its 3rd call is on rank 0 only */
+  symmpin_plan_free(p);
+  symmpin_record_free(&recs[1]);
+  mk_record(&recs[1], 1, 2, 7, c, 6); /* same calls, but from another call index */
+  cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p), SYMMPIN_OK);
+  cr_assert_eq(p->npinned, 0);
+  symmpin_plan_free(p);
+  for (int r = 0; r < 2; r++) symmpin_record_free(&recs[r]);
+}
+
+Test(plan, same_trace_twice_same_offsets) {
+  tcall c[30];
+  for (int i = 0; i < 30; i++)
+    c[i] = (tcall){.site = 50 + (uint64_t)(i % 7), .count = 100 + 300 * (uint64_t)(i % 7),
+                   .dtype = i % 2 ? F32 : SYMMPIN_BFLOAT16, .stream = i % 3 == 0, .token = 0};
+  for (int mode = 0; mode < 2; mode++) {
+    symmpin_plan_policy pol = test_policy((symmpin_plan_mode)mode, 2);
+    symmpin_plan *a = plan_same(c, 30, 2, &pol, NULL, 0), *b = plan_same(c, 30, 2, &pol, NULL, 0);
+    cr_assert_eq(a->digest, b->digest);
+    cr_assert_eq(a->nsites, b->nsites);
+    for (size_t i = 0; i < a->nsites; i++) {
+      cr_assert_eq(a->sites[i].site, b->sites[i].site);
+      cr_assert_eq(a->sites[i].offset, b->sites[i].offset);
+      cr_assert_eq(a->sites[i].slot_bytes, b->sites[i].slot_bytes);
+    }
+    symmpin_plan_free(a);
+    symmpin_plan_free(b);
+  }
+}
+
+Test(plan, late_sites_never_move_old_ones) {
+  for (int mode = 0; mode < 2; mode++) {
+    symmpin_plan_policy pol = test_policy((symmpin_plan_mode)mode, 2);
+    tcall e0[] = {{1, 1000, F32, SUM, 0, 0}, {2, 5000, F32, SUM, 1, 0},
+                  {1, 1000, F32, SUM, 0, 0}, {2, 5000, F32, SUM, 1, 0}};
+    symmpin_plan *p0 = plan_same(e0, 4, 2, &pol, NULL, 0);
+    /* epoch 1: old sites again, a big new one on stream 0, a small one on stream 1, one on a new
+     * stream, and a new site in a group with an old one */
+    tcall e1[] = {{1, 1000, F32, SUM, 0, 0},   {3, 90000, F32, SUM, 0, 0},
+                  {2, 5000, F32, SUM, 1, 0},   {4, 10, F32, SUM, 1, 0},
+                  {5, 700, F32, SUM, 2, 0},    {1, 1000, F32, SUM, 0, 77},
+                  {6, 800, F32, SUM, 0, 77}};
+    symmpin_plan *p1 = plan_same(e1, 7, 2, &pol, p0, 4);
+    cr_assert_eq(p1->epoch, 1);
+    cr_assert_eq(p1->nnew, 4);
+    for (size_t i = 0; i < p0->nsites; i++) {
+      cr_assert_eq(p1->sites[i].site, p0->sites[i].site);
+      cr_assert_eq(p1->sites[i].offset, p0->sites[i].offset);
+      cr_assert_eq(p1->sites[i].slot_bytes, p0->sites[i].slot_bytes);
+      cr_assert_eq(p1->sites[i].pinned, p0->sites[i].pinned);
+    }
+    for (uint64_t s = 1; s <= 6; s++) cr_assert(site_of(p1, s)->pinned);
+    cr_assert_geq(p1->pool_bytes, p0->pool_bytes);
+    symmpin_record recs[1];
+    mk_record(&recs[0], 0, 2, 4, e1, 7);
+    const symmpin_record *rp[] = {&recs[0]};
+    assert_no_shared_overlap(p1, rp, 1);
+    cr_assert(disjoint(site_of(p1, 1), site_of(p1, 6)));
+    if (mode == SYMMPIN_PLAN_SHARED) {
+      /* the small new stream-1 site reuses site 2's bytes */
+      cr_assert_eq(site_of(p1, 4)->offset, site_of(p1, 2)->offset);
+    } else {
+      cr_assert_eq(site_of(p1, 3)->offset, p0->pool_bytes); /* appended in order of appearance */
+      cr_assert_eq(p1->pool_bytes, p1->dedicated_bytes);
+    }
+    symmpin_record_free(&recs[0]);
+    symmpin_plan_free(p0);
+    symmpin_plan_free(p1);
+  }
+}
+
+Test(plan, one_stream_500_sites_pool_is_largest_slot) {
+  enum { S = 500 };
+  tcall *c = malloc(2 * S * sizeof(*c));
+  for (int i = 0; i < 2 * S; i++) /* a scrambled order of sizes, twice */
+    c[i] = (tcall){.site = 1000 + (uint64_t)((i * 37) % S), .count = 64 * (uint64_t)((i * 37) % S + 1),
+                   .dtype = F32, .op = SUM};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p = plan_same(c, 2 * S, 2, &pol, NULL, 0);
+  cr_assert_eq(p->npinned, S);
+  uint64_t largest = fake_slot_bytes(64 * S, F32, 2, NULL), sum = 0;
+  for (int i = 0; i < S; i++) sum += fake_slot_bytes(64 * (size_t)(i + 1), F32, 2, NULL);
+  cr_assert_eq(p->pool_bytes, largest);
+  cr_assert_eq(p->lower_bound_bytes, largest);
+  cr_assert_eq(p->dedicated_bytes, sum);
+  for (size_t i = 0; i < p->nsites; i++) cr_assert_eq(p->sites[i].offset, 0);
+  symmpin_plan_free(p);
+  pol.mode = SYMMPIN_PLAN_DEDICATED;
+  p = plan_same(c, 2 * S, 2, &pol, NULL, 0);
+  cr_assert_eq(p->pool_bytes, sum);
+  /* dedicated: offsets in order of first appearance */
+  for (size_t i = 1; i < p->nsites; i++)
+    cr_assert_eq(p->sites[i].offset, p->sites[i - 1].offset + p->sites[i - 1].slot_bytes);
+  symmpin_plan_free(p);
+  free(c);
+}
+
+Test(plan, two_streams_interleaved) {
+  /* A, C on stream 0; B, D on stream 1; calls alternate between streams. */
+  tcall c[16];
+  uint64_t counts[4] = {4000, 3000, 1000, 9000};
+  for (int i = 0; i < 16; i++)
+    c[i] = (tcall){.site = 1 + (uint64_t)(i % 4), .count = counts[i % 4], .dtype = F32, .op = SUM,
+                   .stream = i % 2};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p = plan_same(c, 16, 2, &pol, NULL, 0);
+  uint64_t a = fake_slot_bytes(4000, F32, 2, NULL), b = fake_slot_bytes(3000, F32, 2, NULL),
+           d = fake_slot_bytes(9000, F32, 2, NULL);
+  cr_assert_eq(p->pool_bytes, a + d);
+  cr_assert_eq(p->lower_bound_bytes, a + (b > d ? b : d));
+  cr_assert_eq(site_of(p, 1)->offset, site_of(p, 3)->offset); /* same stream: shared */
+  cr_assert_eq(site_of(p, 2)->offset, site_of(p, 4)->offset);
+  for (uint64_t x = 1; x <= 4; x += 2)
+    for (uint64_t y = 2; y <= 4; y += 2) cr_assert(disjoint(site_of(p, x), site_of(p, y)));
+  cr_assert_eq(site_of(p, 2)->stream_ord, 1);
+  symmpin_plan_free(p);
+}
+
+Test(plan, groups_keep_members_apart) {
+  /* Each iteration: group {A, B, C} on stream 0, then D alone; tokens differ per iteration. */
+  tcall c[16];
+  uint64_t counts[4] = {2000, 5000, 3000, 12000};
+  for (int it = 0, k = 0; it < 4; it++)
+    for (int s = 0; s < 4; s++, k++)
+      c[k] = (tcall){.site = 1 + (uint64_t)s, .count = counts[s], .dtype = F32, .op = SUM,
+                     .token = s < 3 ? 100 + (uint64_t)it : 0};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p = plan_same(c, 16, 2, &pol, NULL, 0);
+  symmpin_record rec;
+  mk_record(&rec, 0, 2, 0, c, 16);
+  const symmpin_record *rp[] = {&rec};
+  assert_no_shared_overlap(p, rp, 1);
+  cr_assert(disjoint(site_of(p, 1), site_of(p, 2)));
+  cr_assert(disjoint(site_of(p, 1), site_of(p, 3)));
+  cr_assert(disjoint(site_of(p, 2), site_of(p, 3)));
+  uint64_t sum3 = fake_slot_bytes(2000, F32, 2, NULL) + fake_slot_bytes(5000, F32, 2, NULL) +
+                  fake_slot_bytes(3000, F32, 2, NULL);
+  uint64_t d = fake_slot_bytes(12000, F32, 2, NULL);
+  uint64_t lb = sum3 > d ? sum3 : d;
+  cr_assert_eq(p->lower_bound_bytes, lb);
+  cr_assert_eq(p->pool_bytes, lb);
+  symmpin_record_free(&rec);
+  symmpin_plan_free(p);
+}
+
+Test(plan, alignment_stress) {
+  /* Slots of 256 * odd sizes under a 4096 alignment: every offset and size a multiple of 4096,
+   * nothing overlapping across streams. */
+  tcall c[24];
+  for (int i = 0; i < 24; i++)
+    c[i] = (tcall){.site = 1 + (uint64_t)(i % 12), .count = 1 + 97 * (uint64_t)(i % 12),
+                   .dtype = i % 12 < 6 ? SYMMPIN_INT8 : SYMMPIN_FLOAT64, .stream = i % 3};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 3);
+  pol.alignment = 4096;
+  symmpin_plan *p = plan_same(c, 24, 3, &pol, NULL, 0);
+  cr_assert_eq(p->npinned, 12);
+  symmpin_record rec;
+  mk_record(&rec, 0, 3, 0, c, 24);
+  const symmpin_record *rp[] = {&rec};
+  assert_no_shared_overlap(p, rp, 1);
+  for (size_t i = 0; i < p->nsites; i++) {
+    cr_assert_eq(p->sites[i].slot_bytes % 4096, 0);
+    cr_assert_geq(p->sites[i].slot_bytes,
+                  fake_slot_bytes(p->sites[i].count, p->sites[i].dtype, 3, NULL));
+  }
+  cr_assert_leq(p->pool_bytes, p->lower_bound_bytes * 105 / 100 + pol.alignment);
+  symmpin_record_free(&rec);
+  symmpin_plan_free(p);
+  pol.alignment = 300; /* not a power of two */
+  symmpin_record r0;
+  mk_record(&r0, 0, 1, 0, c, 1);
+  const symmpin_record *rp0[] = {&r0};
+  pol.nranks = 1;
+  cr_assert_eq(symmpin_plan_make(rp0, &pol, NULL, &p), SYMMPIN_ERR_INVALID);
+  symmpin_record_free(&r0);
+}
+
+static bool no_prod(int dtype, int op, void *ctx) {
+  (void)ctx;
+  (void)dtype;
+  return op != SYMMPIN_PROD;
+}
+
+static size_t slot_none_for_i64(size_t count, int dtype, int nranks, void *ctx) {
+  return dtype == SYMMPIN_INT64 ? 0 : fake_slot_bytes(count, dtype, nranks, ctx);
+}
+
+Test(plan, reasons) {
+  tcall c[] = {
+      {1, 100, F32, SUM, 0, 0},
+      {2, 1u << 20, F32, SUM, 0, 0},      /* 4 MiB > max_bytes */
+      {3, 100, 42, SUM, 0, 0},            /* unknown dtype */
+      {4, 100, F32, 9, 0, 0},             /* PreMulSum-like op */
+      {5, 100, F32, SYMMPIN_PROD, 0, 0},  /* refused by supports() */
+      {6, 100, SYMMPIN_INT64, SUM, 0, 0}, /* slot_bytes() says 0 */
+      {7, 100, F32, SUM, -1, 0},          /* stream unknown */
+      {8, 256 * 1024, F32, SUM, 0, 0},    /* exactly max_bytes: allowed */
+  };
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  pol.max_bytes = 1u << 20;
+  pol.supports = no_prod;
+  pol.slot_bytes = slot_none_for_i64;
+  symmpin_plan *p = plan_same(c, 8, 2, &pol, NULL, 0);
+  symmpin_plan_reason want[] = {SYMMPIN_PLAN_PINNED,      SYMMPIN_PLAN_TOO_LARGE,
+                                SYMMPIN_PLAN_UNSUPPORTED, SYMMPIN_PLAN_UNSUPPORTED,
+                                SYMMPIN_PLAN_UNSUPPORTED, SYMMPIN_PLAN_UNSUPPORTED,
+                                SYMMPIN_PLAN_NO_STREAM,   SYMMPIN_PLAN_PINNED};
+  for (int i = 0; i < 8; i++) {
+    const symmpin_plan_site *s = site_of(p, (uint64_t)i + 1);
+    cr_assert_eq(s->reason, want[i], "site %d: %s", i + 1, symmpin_plan_reason_name(s->reason));
+    cr_assert_eq(s->pinned, want[i] == SYMMPIN_PLAN_PINNED);
+    if (!s->pinned) cr_assert_eq(s->slot_bytes, 0);
+  }
+  for (int r = 0; r < SYMMPIN_PLAN_REASON_COUNT; r++)
+    cr_assert_neq(symmpin_plan_reason_name((symmpin_plan_reason)r)[0], '?');
+  symmpin_plan_free(p);
+}
+
+Test(plan, route_safety_net) {
+  tcall c[] = {{1, 100, F32, SUM, 2, 0}, {1, 100, F32, SUM, 0, 0}};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p = plan_same(c, 2, 2, &pol, NULL, 0);
+  const symmpin_plan_site *e = NULL;
+  cr_assert_eq(symmpin_plan_route(p, 1, 2, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(e->stream_ord, 2); /* planned on its first call's stream */
+  cr_assert_eq(symmpin_plan_route(p, 1, 0, &e), SYMMPIN_PLAN_STREAM_OFF_PLAN);
+  cr_assert_not_null(e);
+  cr_assert_eq(symmpin_plan_route(p, 12345, 0, &e), SYMMPIN_PLAN_UNPLANNED);
+  cr_assert_null(e);
+  symmpin_plan_free(p);
+}
+
+Test(plan, later_group_conflict_demotes_later_site) {
+  /* Epoch 0: A and B on one stream, never grouped -> they share bytes. Epoch 1 shows them in one
+   * group: B (later in plan order) must leave its slot, A keeps it. */
+  tcall e0[] = {{1, 100, F32, SUM, 0, 0}, {2, 100, F32, SUM, 0, 0}};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p0 = plan_same(e0, 2, 2, &pol, NULL, 0);
+  cr_assert_eq(site_of(p0, 1)->offset, site_of(p0, 2)->offset);
+  tcall e1[] = {{1, 100, F32, SUM, 0, 5}, {2, 100, F32, SUM, 0, 5}, {3, 100, F32, SUM, 0, 0}};
+  symmpin_plan *p1 = plan_same(e1, 3, 2, &pol, p0, 2);
+  cr_assert(site_of(p1, 1)->pinned);
+  cr_assert_not(site_of(p1, 2)->pinned);
+  cr_assert_eq(site_of(p1, 2)->reason, SYMMPIN_PLAN_CONFLICT);
+  cr_assert_eq(site_of(p1, 2)->offset, site_of(p0, 2)->offset); /* bytes stay reserved */
+  cr_assert(site_of(p1, 3)->pinned);
+  cr_assert_neq(p1->digest, p0->digest);
+  symmpin_plan_free(p0);
+  symmpin_plan_free(p1);
+}
+
+Test(plan, invalid_inputs) {
+  tcall c[] = {{1, 100, F32, SUM, 0, 0}};
+  symmpin_record r0, r1;
+  mk_record(&r0, 0, 2, 0, c, 1);
+  mk_record(&r1, 0, 2, 0, c, 1); /* claims rank 0 too */
+  const symmpin_record *rp[] = {&r0, &r1};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p = NULL;
+  cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p), SYMMPIN_ERR_INVALID);
+  cr_assert_null(p);
+  symmpin_record_free(&r0);
+  symmpin_record_free(&r1);
+}
+
+/* ---- randomized property test ---- */
+
+typedef struct gsite {
+  uint64_t id, count;
+  int dtype, stream, group; /* group: -1 none, else the unit it belongs to */
+} gsite;
+
+static uint64_t rnd(uint64_t *s) { /* xorshift64*: seeded, reproducible everywhere */
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ULL;
+}
+
+/* Sum over streams of max(largest pinned slot, largest group's pinned slots on that stream),
+ * computed from the generator's own group structure. */
+static uint64_t expected_lower_bound(const symmpin_plan *p, const gsite *g, int n, int ngroups) {
+  uint64_t total = 0;
+  for (int s = 0; s < 4; s++) {
+    uint64_t best = 0;
+    for (int i = 0; i < n; i++) {
+      const symmpin_plan_site *e = symmpin_plan_find(p, g[i].id);
+      if (e && e->pinned && e->stream_ord == s && e->slot_bytes > best) best = e->slot_bytes;
+    }
+    for (int k = 0; k < ngroups; k++) {
+      uint64_t sum = 0;
+      for (int i = 0; i < n; i++) {
+        const symmpin_plan_site *e = symmpin_plan_find(p, g[i].id);
+        if (g[i].group == k && e && e->pinned && e->stream_ord == s) sum += e->slot_bytes;
+      }
+      if (sum > best) best = sum;
+    }
+    total += best;
+  }
+  return total;
+}
+
+/* One loop iteration's calls over sites [0, nsites) in unit order; grouped units get a token. */
+static size_t emit_loop(const gsite *g, int nsites, int ngroups, uint64_t token_base, tcall *out) {
+  size_t k = 0;
+  for (int i = 0; i < nsites; i++)
+    if (g[i].group < 0)
+      out[k++] = (tcall){g[i].id, g[i].count, g[i].dtype, SUM, g[i].stream, 0};
+  for (int grp = 0; grp < ngroups; grp++)
+    for (int i = 0; i < nsites; i++)
+      if (g[i].group == grp)
+        out[k++] = (tcall){g[i].id, g[i].count, g[i].dtype, SUM, g[i].stream,
+                           token_base + (uint64_t)grp + 1};
+  return k;
+}
+
+Test(plan, randomized_properties, .timeout = 120) {
+  uint64_t seed = 0x5eed5eedULL;
+  const uint64_t aligns[] = {256, 512, 4096};
+  for (int iter = 0; iter < 400; iter++) {
+    int nranks = 1 + (int)(rnd(&seed) % 4);
+    int nsites = 2 + (int)(rnd(&seed) % 40), nold = 1 + (int)(rnd(&seed) % (uint64_t)nsites);
+    int nstreams = 1 + (int)(rnd(&seed) % 3), ngroups = (int)(rnd(&seed) % 4);
+    gsite g[64];
+    for (int i = 0; i < nsites; i++) {
+      g[i] = (gsite){.id = 0x1000 + (uint64_t)iter * 64 + (uint64_t)i,
+                     .count = 1 + rnd(&seed) % (1u << (4 + rnd(&seed) % 16)),
+                     .dtype = (int)(rnd(&seed) % SYMMPIN_DTYPE_COUNT),
+                     .stream = (int)(rnd(&seed) % (uint64_t)nstreams),
+                     .group = ngroups && rnd(&seed) % 3 == 0 ? (int)(rnd(&seed) % (uint64_t)ngroups) : -1};
+    }
+    symmpin_plan_policy pol = test_policy((symmpin_plan_mode)(rnd(&seed) % 2), nranks);
+    pol.alignment = aligns[rnd(&seed) % 3];
+
+    /* epoch 0: two loops over the old sites; epoch 1: two loops over all sites */
+    tcall calls[256];
+    size_t n0 = emit_loop(g, nold, ngroups, 0, calls);
+    n0 += emit_loop(g, nold, ngroups, 100, calls + n0);
+    symmpin_plan *p0 = plan_same(calls, n0, nranks, &pol, NULL, 0);
+    symmpin_record r0;
+    mk_record(&r0, 0, nranks, 0, calls, n0);
+    const symmpin_record *rp0[] = {&r0};
+    assert_no_shared_overlap(p0, rp0, 1);
+    cr_assert_eq(p0->npinned, (size_t)nold);
+    cr_assert_eq(p0->lower_bound_bytes, expected_lower_bound(p0, g, nold, ngroups),
+                 "iter %d: lower bound", iter);
+    if (pol.mode == SYMMPIN_PLAN_SHARED)
+      cr_assert_leq(p0->pool_bytes, p0->lower_bound_bytes * 105 / 100 + pol.alignment,
+                    "iter %d: pool %lu vs lower bound %lu", iter, (unsigned long)p0->pool_bytes,
+                    (unsigned long)p0->lower_bound_bytes);
+    else
+      cr_assert_eq(p0->pool_bytes, p0->dedicated_bytes);
+
+    size_t n1 = emit_loop(g, nsites, ngroups, 200, calls);
+    n1 += emit_loop(g, nsites, ngroups, 300, calls + n1);
+    symmpin_plan *p1 = plan_same(calls, n1, nranks, &pol, p0, n0);
+    symmpin_record r1;
+    mk_record(&r1, 0, nranks, n0, calls, n1);
+    const symmpin_record *rp01[] = {&r0, &r1};
+    assert_no_shared_overlap(p1, rp01, 2);
+    uint64_t new_bytes = 0;
+    for (size_t i = 0; i < p1->nsites; i++) {
+      if (i < p0->nsites) {
+        cr_assert_eq(p1->sites[i].offset, p0->sites[i].offset, "iter %d: an offset moved", iter);
+        cr_assert_eq(p1->sites[i].slot_bytes, p0->sites[i].slot_bytes);
+      } else {
+        new_bytes += p1->sites[i].slot_bytes;
+      }
+    }
+    cr_assert_eq(p1->nsites, (size_t)nsites);
+    cr_assert_leq(p1->pool_bytes, p0->pool_bytes + new_bytes);
+    cr_assert_geq(p1->pool_bytes, p0->pool_bytes);
+    /* Extending is deterministic too. */
+    symmpin_plan *p1b = plan_same(calls, n1, nranks, &pol, p0, n0);
+    cr_assert_eq(p1b->digest, p1->digest);
+    symmpin_plan_free(p1b);
+    symmpin_record_free(&r0);
+    symmpin_record_free(&r1);
+    symmpin_plan_free(p0);
+    symmpin_plan_free(p1);
+  }
+}
