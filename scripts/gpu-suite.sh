@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The GPU suite: run on a GPU machine from the repository root, over a build made elsewhere
+# (scripts/test.sh builds it; the device tool carries build/). Every step prints one
+# "STEP <name>: PASS|FAIL|SKIP" line; full logs go under $OUT (default /tmp/symmpin-gpu).
+# Usage: scripts/gpu-suite.sh [step ...]   (default: all steps; `scripts/gpu-suite.sh --list`)
+set -u
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+B=${SYMMPIN_BUILD_DIR:-build}
+OUT=${OUT:-/tmp/symmpin-gpu}
+mkdir -p "$OUT/logs"
+LIB=$PWD/$B/preload/libsymmpin.so
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+TORCHRUN=$(command -v torchrun || echo /opt/torch/.venv/bin/torchrun)
+PY=$(command -v python3)
+results=()
+
+step() { # step NAME CMD...: run, log, record PASS/FAIL
+  local name=$1; shift
+  local log="$OUT/logs/$name.log"
+  local t0=$SECONDS
+  timeout "${STEP_TIMEOUT:-300}" "$@" >"$log" 2>&1
+  local rc=$?
+  local verdict=PASS; [ $rc -eq 0 ] || verdict="FAIL(rc=$rc)"
+  results+=("STEP $name: $verdict ($((SECONDS - t0)) s) $(grep -E 'passed|failed' "$log" | tail -n1)")
+  echo "${results[-1]}"
+  [ $rc -eq 0 ] || tail -n 15 "$log" | sed 's/^/    | /'
+  return $rc
+}
+skip() { results+=("STEP $1: SKIP ($2)"); echo "${results[-1]}"; }
+
+with_preload() { LD_PRELOAD=$LIB "$@"; }
+
+# The same program with and without symmpin: identical checksums or digests, both passing.
+compare_runs() { # compare_runs NAME PATTERN CMD...
+  local name=$1 pattern=$2; shift 2
+  "$@" >"$OUT/logs/$name.nccl.out" 2>&1 || { echo "without symmpin failed"; tail "$OUT/logs/$name.nccl.out"; return 1; }
+  SYMMPIN_STATS=1 SYMMPIN_STATS_FILE="$OUT/logs/$name.stats.%p.json" SYMMPIN_TRACE="$OUT/logs/$name.trace.%r.%p" \
+    with_preload "$@" >"$OUT/logs/$name.symmpin.out" 2>&1 || { echo "with symmpin failed"; tail -n 40 "$OUT/logs/$name.symmpin.out"; return 1; }
+  local a b
+  a=$(grep -E "$pattern" "$OUT/logs/$name.nccl.out" | sort)
+  b=$(grep -E "$pattern" "$OUT/logs/$name.symmpin.out" | sort)
+  echo "without symmpin:"; echo "$a"; echo "with symmpin:"; echo "$b"
+  grep -E "symmpin (WARN|INFO)|redirect|reason|pool" "$OUT/logs/$name.symmpin.out" | head -n 40
+  [ -n "$a" ] && [ "$a" = "$b" ]
+}
+
+s_info() { nvidia-smi; nvidia-smi topo -m; echo "gpus=$NGPU"; ldd "$LIB"; }
+s_oneshot() { for n in 2 3 4 8; do "$B/tests/gpu/test_oneshot" --ranks $n || return 1; done; }
+s_sanitizer() {
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/gpu/test_oneshot" --small --ranks 2 &&
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/gpu/test_oneshot" --small --ranks 2 &&
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$B/tests/symmem/test_pool" --threads 2
+}
+s_pool() {
+  for m in "--procs 2" "--threads 2" "--single 2" "--procs 4"; do "$B/tests/symmem/test_pool" $m || return 1; done
+}
+s_app() {
+  local n=$NGPU
+  for mode in procs threads single; do
+    compare_runs "app-$mode" '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode $mode --ranks $n || return 1
+  done
+}
+s_app_diverge() {
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  compare_runs app-diverge '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --diverge
+}
+s_ddp() {
+  compare_runs ddp '^DDP|^step' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py
+}
+s_tp() {
+  TP_TIME=0 compare_runs tp '^TP |tp_loop:' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_loop.py
+}
+s_bench() {
+  "$B/tests/gpu/symmpin-bench" --csv "$OUT/bench.csv" || return 1
+}
+s_speed() { # the program's own timings with and without the preload, alternating
+  for i in 1 2; do
+    echo "== run $i: NCCL"; "$B/tests/apps/symmpin-app" --mode procs --bench
+    echo "== run $i: symmpin"; with_preload "$B/tests/apps/symmpin-app" --mode procs --bench
+  done
+  for i in 1 2; do
+    echo "== tp run $i: NCCL"; "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_loop.py 2>&1 | grep tp-bench
+    echo "== tp run $i: symmpin"; with_preload "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_loop.py 2>&1 | grep tp-bench
+  done
+}
+
+all=(info oneshot pool sanitizer app app_diverge ddp tp bench speed)
+[ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
+for s in "${steps[@]}"; do step "$s" "s_$s"; done
+echo "==== summary ($NGPU GPUs)"
+printf '%s\n' "${results[@]}"
+pass=$(printf '%s\n' "${results[@]}" | grep -c ': PASS' || true)
+fail=$(printf '%s\n' "${results[@]}" | grep -c ': FAIL' || true)
+echo "gpu-suite: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
