@@ -30,7 +30,10 @@ static void *accept(void *p) { return (p && !symmpin_real_is_ours(p)) ? p : NULL
 
 void *symmpin_real_lookup(symmpin_real_lib lib, const char *name) {
   void *p = accept(dlsym(RTLD_NEXT, name));
-  if (p) return p;
+  if (p) {
+    SYMMPIN_TRACE("real %s at %p via RTLD_NEXT", name, p);
+    return p;
+  }
   const char *const *names = lib == SYMMPIN_REAL_NCCL ? nccl_names : cudart_names;
   size_t n = lib == SYMMPIN_REAL_NCCL ? sizeof nccl_names / sizeof *nccl_names
                                       : sizeof cudart_names / sizeof *cudart_names;
@@ -40,6 +43,7 @@ void *symmpin_real_lookup(symmpin_real_lib lib, const char *name) {
     if (!h) continue;
     p = accept(dlsym(h, name));
     dlclose(h); /* drops the reference NOLOAD took; the library stays loaded */
+    if (p) SYMMPIN_TRACE("real %s at %p via %s (RTLD_NOLOAD)", name, p, names[i]);
   }
   return p;
 }
@@ -48,7 +52,6 @@ void *symmpin_real_resolve(symmpin_real_sym *s) {
   void *p = symmpin_real_lookup(s->lib, s->name);
   if (p) {
     atomic_store_explicit(&s->fn, p, memory_order_release);
-    SYMMPIN_TRACE("real %s at %p", s->name, p);
     return p;
   }
   if (atomic_exchange(&s->warned, 1) == 0)

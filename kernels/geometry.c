@@ -91,6 +91,7 @@ symmpin_oneshot_geometry symmpin_oneshot_geometry_for(size_t count, int dtype, i
   if (blocks > SYMMPIN_ONESHOT_MAX_BLOCKS) blocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
   size_t threads = round_up(div_up(units, blocks), 32);
   if (threads > SYMMPIN_ONESHOT_MAX_THREADS) threads = SYMMPIN_ONESHOT_MAX_THREADS;
+  if (blocks > div_up(units, threads)) blocks = div_up(units, threads); /* no idle blocks */
   g.blocks = (unsigned)blocks;
   g.threads = (unsigned)threads;
   return g;

@@ -19,8 +19,19 @@ step() { # step NAME CMD...: run, log, record PASS/FAIL
   local name=$1; shift
   local log="$OUT/logs/$name.log"
   local t0=$SECONDS
-  timeout "${STEP_TIMEOUT:-300}" "$@" >"$log" 2>&1
+  # Each step in its own process group, so a hung step is killed with all its children.
+  set -m
+  ( "$@" ) >"$log" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; waited=$((waited + 1))
+    if [ "$waited" -ge "${STEP_TIMEOUT:-300}" ]; then
+      echo "step $name: killed after $waited s" >>"$log"; kill -TERM -- -"$pid"; sleep 2; kill -KILL -- -"$pid"
+    fi
+  done
+  wait "$pid"
   local rc=$?
+  set +m
   local verdict=PASS; [ $rc -eq 0 ] || verdict="FAIL(rc=$rc)"
   results+=("STEP $name: $verdict ($((SECONDS - t0)) s) $(grep -E 'passed|failed' "$log" | tail -n1)")
   echo "${results[-1]}"

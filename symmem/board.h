@@ -67,7 +67,8 @@ bool symmpin_board_round_complete(symmpin_board *b, uint32_t round);
 /* Wait until every rank has posted `round`, at most timeout_ms. Returns SYMMPIN_ERR_TIMEOUT (and
  * the first missing rank in *missing) if not; SYMMPIN_ERR_DISAGREE at once, without waiting, if a
  * missing rank's last post came from thread `my_tid` (it is driven by this thread: waiting would
- * deadlock). */
+ * deadlock). Neither outcome is logged: the caller (which may poll in short slices) decides when
+ * it is worth a message. */
 symmpin_status symmpin_board_wait(symmpin_board *b, uint32_t round, unsigned timeout_ms,
                                   uint64_t my_tid, int *missing);
 
