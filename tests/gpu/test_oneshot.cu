@@ -1,0 +1,892 @@
+/* GPU test of the one-shot all-reduce kernels (kernels/oneshot.h).
+ *
+ * One process simulates N ranks (argv: N, default 2): rank r lives on GPU r % ngpus, its "pool" is
+ * a zeroed cudaMalloc'd buffer and slot pointers are raw pointers (no IPC in-process); peer access
+ * is enabled when ngpus > 1. Every rank launches on its own stream, then all streams are synced
+ * under a watchdog, so a hang is reported instead of waited on forever.
+ *
+ * Groups of checks: API argument checks; every datatype x op x {in place, out of place} x
+ * {staged, direct} x sizes around vector/block/LL boundaries with misaligned user pointers, random
+ * non-zero data and poisoned outputs (bitwise equal across ranks, exact for integers, float64
+ * reference with per-dtype tolerances for floats, guard bytes around outputs untouched);
+ * back-to-back calls on one slot; CUDA-graph capture + replays with new data; two streams on
+ * different slots; the timeout path (N-1 ranks launched).
+ *
+ * Usage: test_oneshot [N] [--small] [--seed S]. --small runs a tiny subset (for compute-sanitizer).
+ * Prints one line per group and `test_oneshot: P passed, F failed`; exits 1 on any failure. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <unistd.h>
+
+#include "kernels/oneshot.h"
+#include "planner/types.h"
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "test_oneshot: %s failed at %s:%d: %s\n", #x, __FILE__, __LINE__,            \
+              cudaGetErrorString(e_));                                                             \
+      exit(2);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static const size_t kGuard = 256;     /* poisoned bytes around every user buffer */
+static const uint8_t kPoisonOut = 0xA5, kPoisonIn = 0x5A;
+static uint64_t g_timeout_cycles = 20000000000ull; /* ~10 s: a bug fails, never hangs */
+static int g_passed, g_failed;
+
+/* ---------------------------------------------------------------- random numbers, dtypes */
+
+static uint64_t g_rng;
+static uint64_t rnd() { /* xorshift64*: fixed seed, printed, reproducible */
+  g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
+  return g_rng * 0x2545F4914F6CDD1Dull;
+}
+static double rnd01() { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+static bool is_int(int d) { return d <= SYMMPIN_UINT64; }
+static bool is_signed(int d) {
+  return d == SYMMPIN_INT8 || d == SYMMPIN_INT32 || d == SYMMPIN_INT64;
+}
+
+/* Decode one floating element to double (exact). */
+static double decode(int d, const uint8_t *p) {
+  switch (d) {
+  case SYMMPIN_FLOAT16: {
+    __half_raw r;
+    memcpy(&r.x, p, 2);
+    return (double)__half2float(__half(r));
+  }
+  case SYMMPIN_BFLOAT16: {
+    __nv_bfloat16_raw r;
+    memcpy(&r.x, p, 2);
+    return (double)__bfloat162float(__nv_bfloat16(r));
+  }
+  case SYMMPIN_FLOAT32: {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+  }
+  case SYMMPIN_FLOAT64: {
+    double f;
+    memcpy(&f, p, 8);
+    return f;
+  }
+  case SYMMPIN_FP8E4M3:
+  case SYMMPIN_FP8E5M2: {
+    __half_raw r = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)*p,
+                                            d == SYMMPIN_FP8E4M3 ? __NV_E4M3 : __NV_E5M2);
+    return (double)__half2float(__half(r));
+  }
+  }
+  return NAN;
+}
+
+/* A random non-zero element: integers over their full range, floats +-[0.5, 2) rounded to the
+ * type (sums of 8 stay far from overflow, products of 8 stay below e4m3's 448). */
+static void random_elem(int d, uint8_t *p) {
+  size_t sz = symmpin_dtype_size(d);
+  if (is_int(d)) {
+    uint64_t v;
+    do v = rnd(); while ((v & (sz == 8 ? ~0ull : ((1ull << (8 * sz)) - 1))) == 0);
+    memcpy(p, &v, sz);
+    return;
+  }
+  float v = (float)(0.5 + 1.5 * rnd01()) * ((rnd() & 1) ? -1.f : 1.f);
+  switch (d) {
+  case SYMMPIN_FLOAT16: {
+    __half_raw r = __half(__float2half_rn(v));
+    memcpy(p, &r.x, 2);
+    break;
+  }
+  case SYMMPIN_BFLOAT16: {
+    __nv_bfloat16_raw r = __nv_bfloat16(__float2bfloat16_rn(v));
+    memcpy(p, &r.x, 2);
+    break;
+  }
+  case SYMMPIN_FLOAT32: memcpy(p, &v, 4); break;
+  case SYMMPIN_FLOAT64: {
+    double x = (0.5 + 1.5 * rnd01()) * ((rnd() & 1) ? -1.0 : 1.0);
+    memcpy(p, &x, 8);
+    break;
+  }
+  case SYMMPIN_FP8E4M3: *p = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); break;
+  case SYMMPIN_FP8E5M2: *p = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2); break;
+  }
+}
+
+/* Tolerances (docs/kernels.md): the kernels accumulate in float (double for f64) in rank order and
+ * round once, so |got - ref| <= u_out * |ref| + 2 * n * u_acc * S + tiny, where S = sum |x_i|
+ * (sum, avg: / n) or |ref| (prod), u_out the output type's unit roundoff, u_acc float's (or
+ * double's), tiny the type's smallest subnormal. max/min must be exact. */
+static double u_out(int d) {
+  switch (d) {
+  case SYMMPIN_FLOAT16: return ldexp(1.0, -11);
+  case SYMMPIN_BFLOAT16: return ldexp(1.0, -8);
+  case SYMMPIN_FP8E4M3: return ldexp(1.0, -4);
+  case SYMMPIN_FP8E5M2: return ldexp(1.0, -3);
+  case SYMMPIN_FLOAT32: return ldexp(1.0, -24);
+  default: return ldexp(1.0, -53);
+  }
+}
+static double u_acc(int d) { return d == SYMMPIN_FLOAT64 ? ldexp(1.0, -53) : ldexp(1.0, -24); }
+static double tiny(int d) {
+  switch (d) {
+  case SYMMPIN_FLOAT16: return ldexp(1.0, -24);
+  case SYMMPIN_FP8E4M3: return ldexp(1.0, -9);
+  case SYMMPIN_FP8E5M2: return ldexp(1.0, -16);
+  default: return 1e-300;
+  }
+}
+
+/* Check `got` (count elements) against the reduction of in[0..n-1]. Returns the first bad index
+ * or -1; *why describes it. */
+static long check_result(int d, int op, int n, size_t count, const std::vector<const uint8_t *> &in,
+                         const uint8_t *got, char *why, size_t whylen) {
+  size_t sz = symmpin_dtype_size(d);
+  for (size_t i = 0; i < count; i++) {
+    if (is_int(d)) {
+      uint64_t mask = sz == 8 ? ~0ull : ((1ull << (8 * sz)) - 1);
+      auto val = [&](int r) -> uint64_t {
+        uint64_t v = 0;
+        memcpy(&v, in[r] + i * sz, sz);
+        return v;
+      };
+      auto sext = [&](uint64_t v) -> int64_t {
+        return sz == 8 ? (int64_t)v : (int64_t)(v << (64 - 8 * sz)) >> (64 - 8 * sz);
+      };
+      uint64_t acc = val(0);
+      for (int r = 1; r < n; r++) {
+        uint64_t v = val(r);
+        switch (op) {
+        case SYMMPIN_SUM:
+        case SYMMPIN_AVG: acc = acc + v; break;
+        case SYMMPIN_PROD: acc = acc * v; break;
+        case SYMMPIN_MAX:
+          acc = is_signed(d) ? (sext(v) > sext(acc) ? v : acc) : ((v & mask) > (acc & mask) ? v : acc);
+          break;
+        case SYMMPIN_MIN:
+          acc = is_signed(d) ? (sext(v) < sext(acc) ? v : acc) : ((v & mask) < (acc & mask) ? v : acc);
+          break;
+        }
+      }
+      acc &= mask;
+      if (op == SYMMPIN_AVG) /* NCCL: wrapped sum divided by n, truncated toward zero */
+        acc = is_signed(d) ? (uint64_t)(sext(acc) / n) & mask : (acc / (uint64_t)n) & mask;
+      uint64_t g = 0;
+      memcpy(&g, got + i * sz, sz);
+      if (g != acc) {
+        snprintf(why, whylen, "element %zu: got 0x%llx, want 0x%llx", i, (unsigned long long)g,
+                 (unsigned long long)acc);
+        return (long)i;
+      }
+    } else {
+      double x0 = decode(d, in[0] + i * sz), ref = x0, S = fabs(x0);
+      for (int r = 1; r < n; r++) {
+        double x = decode(d, in[r] + i * sz);
+        S += fabs(x);
+        switch (op) {
+        case SYMMPIN_SUM:
+        case SYMMPIN_AVG: ref += x; break;
+        case SYMMPIN_PROD: ref *= x; break;
+        case SYMMPIN_MAX: ref = x > ref ? x : ref; break;
+        case SYMMPIN_MIN: ref = x < ref ? x : ref; break;
+        }
+      }
+      if (op == SYMMPIN_AVG) ref /= n, S /= n;
+      if (op == SYMMPIN_PROD) S = fabs(ref);
+      double g = decode(d, got + i * sz);
+      double tol = (op == SYMMPIN_MAX || op == SYMMPIN_MIN)
+                       ? 0.0
+                       : u_out(d) * fabs(ref) + 2.0 * n * u_acc(d) * S + tiny(d);
+      if (!(fabs(g - ref) <= tol)) {
+        snprintf(why, whylen, "element %zu: got %.17g, want %.17g (tol %.3g)", i, g, ref, tol);
+        return (long)i;
+      }
+    }
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+struct Rank {
+  int dev;
+  cudaStream_t s[2];
+  char *pool;
+  char *bufA, *bufB; /* user send / recv buffers, kGuard + 16 spare bytes around the data */
+  symmpin_oneshot_error *err;     /* host-mapped */
+  symmpin_oneshot_error *err_dev; /* its device pointer */
+};
+
+static int N = 2, g_ngpus = 1;
+static std::vector<Rank> R;
+static size_t g_buf_bytes;
+
+/* Slots: separate ones per test group (a slot used in the direct form is never used staged). */
+enum { SLOT_STAGED, SLOT_DIRECT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRAPH_LL, SLOT_GRAPH_DIRECT,
+       SLOT_GRAPH_COPY, SLOT_TO_LL, SLOT_TO_DIRECT, SLOT_TO_COPY, SLOT_API, NSLOTS };
+static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
+
+static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
+
+static char *slot_ptr(int r, int slot) { return R[r].pool + g_slot_off[slot]; }
+
+static symmpin_oneshot_call make_call(int r, int slot, size_t count, int d, int op,
+                                      symmpin_oneshot_form form, const void *send, void *recv,
+                                      uint64_t site) {
+  symmpin_oneshot_call c;
+  memset(&c, 0, sizeof c);
+  for (int q = 0; q < N; q++) c.slot[q] = slot_ptr(q, slot);
+  c.slot_bytes = g_slot_bytes[slot];
+  c.rank = r, c.nranks = N;
+  c.send = send, c.recv = recv;
+  c.count = count, c.dtype = d, c.op = op, c.form = form;
+  c.site = site;
+  c.timeout_cycles = g_timeout_cycles;
+  c.error = R[r].err_dev;
+  return c;
+}
+
+/* Wait for every rank's streams; false if they did not finish within `seconds` (a hang). */
+static bool sync_all(double seconds) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    bool done = true;
+    for (int r = 0; r < N; r++) {
+      for (int k = 0; k < 2; k++) {
+        cudaError_t e = cudaStreamQuery(R[r].s[k]);
+        if (e == cudaErrorNotReady) done = false;
+        else CK(e);
+      }
+    }
+    if (done) return true;
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (el > seconds) return false;
+  }
+}
+
+static void sync_or_die(const char *what) {
+  if (!sync_all(120.0)) {
+    fprintf(stderr, "test_oneshot: HANG in %s (kernels did not finish in 120 s)\n", what);
+    printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed + 1);
+    fflush(stdout);
+    _exit(1);
+  }
+}
+
+static void clear_errors() {
+  for (int r = 0; r < N; r++) memset((void *)R[r].err, 0, sizeof *R[r].err);
+}
+
+static bool errors_clear(char *why, size_t len) {
+  for (int r = 0; r < N; r++)
+    if (R[r].err->timed_out) {
+      snprintf(why, len, "rank %d timed out waiting for rank %d", r, (int)R[r].err->peer);
+      return false;
+    }
+  return true;
+}
+
+static int check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int check(bool ok, const char *fmt, ...) {
+  if (ok) {
+    g_passed++;
+    return 1;
+  }
+  g_failed++;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "FAIL: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return 0;
+}
+
+static bool all_poison(const uint8_t *p, size_t n, uint8_t v, size_t *at) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != v) {
+      *at = i;
+      return false;
+    }
+  return true;
+}
+
+/* ---------------------------------------------------------------- the matrix of single calls */
+
+struct Case {
+  int d, op;
+  size_t count;
+  symmpin_oneshot_form form;
+  bool inplace;
+  size_t soff, roff; /* misalignment of send / recv in bytes (multiples of the element size) */
+};
+
+static const char *form_name(symmpin_oneshot_form f) {
+  return f == SYMMPIN_FORM_STAGED ? "staged" : "direct";
+}
+
+/* Run one call on all ranks and check it. Returns 1 if it passed. */
+static int run_case(const Case &c, uint64_t site) {
+  size_t sz = symmpin_dtype_size(c.d), bytes = c.count * sz;
+  size_t span = kGuard + 16 + bytes + kGuard; /* bytes of bufA/bufB this case touches */
+  int slot = c.form == SYMMPIN_FORM_STAGED ? SLOT_STAGED : SLOT_DIRECT;
+  char desc[160];
+  snprintf(desc, sizeof desc, "%s %s count %zu %s %s soff %zu roff %zu n %d",
+           symmpin_dtype_name(c.d), symmpin_op_name(c.op), c.count, form_name(c.form),
+           c.inplace ? "in-place" : "out-of-place", c.soff, c.roff, N);
+  if (span > g_buf_bytes) return check(false, "%s: test buffers too small", desc);
+
+  std::vector<std::vector<uint8_t>> in(N, std::vector<uint8_t>(bytes));
+  for (int r = 0; r < N; r++)
+    for (size_t i = 0; i < c.count; i++) random_elem(c.d, &in[r][i * sz]);
+
+  std::vector<void *> recv(N);
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    char *send = R[r].bufA + kGuard + c.soff;
+    CK(cudaMemset(R[r].bufA, kPoisonIn, span));
+    CK(cudaMemset(R[r].bufB, kPoisonOut, span));
+    if (c.form == SYMMPIN_FORM_STAGED) {
+      CK(cudaMemcpy(send, in[r].data(), bytes, cudaMemcpyHostToDevice));
+      recv[r] = c.inplace ? (void *)send : (void *)(R[r].bufB + kGuard + c.roff);
+    } else {
+      char *data = slot_ptr(r, slot) + symmpin_oneshot_direct_data_offset();
+      CK(cudaMemcpy(data, in[r].data(), bytes, cudaMemcpyHostToDevice));
+      recv[r] = c.inplace ? (void *)data : (void *)(R[r].bufB + kGuard + c.roff);
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  clear_errors();
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    symmpin_oneshot_call call = make_call(r, slot, c.count, c.d, c.op, c.form,
+                                          R[r].bufA + kGuard + c.soff, recv[r], site);
+    symmpin_status st = symmpin_oneshot_launch(&call, R[r].s[0]);
+    if (st != SYMMPIN_OK) return check(false, "%s: launch returned %s", desc, symmpin_status_name(st));
+  }
+  sync_or_die(desc);
+  char why[200];
+  if (!errors_clear(why, sizeof why)) return check(false, "%s: %s", desc, why);
+
+  std::vector<std::vector<uint8_t>> out(N, std::vector<uint8_t>(bytes));
+  std::vector<uint8_t> guardA(span), guardB(span);
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaMemcpy(out[r].data(), recv[r], bytes, cudaMemcpyDeviceToHost));
+    /* Nothing outside the output may change: poison around recv, and the input when not in place. */
+    if (!(c.form == SYMMPIN_FORM_DIRECT && c.inplace)) {
+      bool recv_in_A = c.form == SYMMPIN_FORM_STAGED && c.inplace;
+      CK(cudaMemcpy(guardA.data(), R[r].bufA, span, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(guardB.data(), R[r].bufB, span, cudaMemcpyDeviceToHost));
+      size_t at, lo = kGuard + (recv_in_A ? c.soff : c.roff);
+      const uint8_t *g = recv_in_A ? guardA.data() : guardB.data();
+      uint8_t pv = recv_in_A ? kPoisonIn : kPoisonOut;
+      if (!all_poison(g, lo, pv, &at) || !all_poison(g + lo + bytes, span - lo - bytes, pv, &at))
+        return check(false, "%s: rank %d wrote outside recv", desc, r);
+      if (c.form == SYMMPIN_FORM_STAGED && !c.inplace &&
+          memcmp(guardA.data() + kGuard + c.soff, in[r].data(), bytes) != 0)
+        return check(false, "%s: rank %d's send buffer changed", desc, r);
+    }
+  }
+  for (int r = 1; r < N; r++)
+    if (memcmp(out[r].data(), out[0].data(), bytes) != 0)
+      return check(false, "%s: rank %d differs bitwise from rank 0", desc, r);
+  std::vector<const uint8_t *> inp(N);
+  for (int r = 0; r < N; r++) inp[r] = in[r].data();
+  long bad = check_result(c.d, c.op, N, c.count, inp, out[0].data(), why, sizeof why);
+  return check(bad < 0, "%s: %s", desc, why);
+}
+
+static void test_matrix(bool small) {
+  std::vector<size_t> sizes;
+  if (small) {
+    sizes = {1, 9, 257, 4097};
+  } else {
+    sizes = {1, 7, 8, 9, 15, 16, 17, 31, 255, 256, 257, 4095, 4096, 4097, 65537, 1048577};
+  }
+  std::vector<int> dtypes, ops;
+  if (small) {
+    dtypes = {SYMMPIN_FLOAT32, SYMMPIN_BFLOAT16, SYMMPIN_INT8, SYMMPIN_FP8E4M3};
+    ops = {SYMMPIN_SUM, SYMMPIN_AVG, SYMMPIN_MAX};
+  } else {
+    for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) dtypes.push_back(d);
+    for (int o = 0; o < SYMMPIN_OP_COUNT; o++) ops.push_back(o);
+  }
+  unsigned idx = 0;
+  for (int d : dtypes) {
+    int p0 = g_passed, f0 = g_failed;
+    size_t sz = symmpin_dtype_size(d);
+    std::vector<size_t> ds = sizes;
+    /* around the LL / copy threshold of the staged form */
+    for (size_t b = (512u << 10) / N / sz; b <= (512u << 10) / N / sz + 1; b++)
+      if (!small || b == (512u << 10) / N / sz + 1) ds.push_back(b);
+    for (int op : ops)
+      for (size_t count : ds)
+        for (int f = 0; f < 2; f++)
+          for (int ip = 0; ip < 2; ip++, idx++) {
+            /* ~1M elements: sum and max only, one of the four form/in-place combos each (cycling),
+             * to keep the host-side reference affordable at 8 ranks */
+            if (count >= 1000000 &&
+                ((op != SYMMPIN_SUM && op != SYMMPIN_MAX) || f * 2 + ip != (d + op) % 4))
+              continue;
+            Case c;
+            c.d = d, c.op = op, c.count = count, c.form = (symmpin_oneshot_form)f, c.inplace = ip;
+            /* misalign: cycle through multiples of the element size below 16 */
+            c.soff = (idx * 3 * sz) % 16 / sz * sz;
+            c.roff = ((idx * 5 + 1) * sz) % 16 / sz * sz;
+            run_case(c, 0x1000 + idx);
+          }
+    printf("matrix %-4s: %d passed, %d failed (%zu sizes x %zu ops x staged/direct x in/out)\n",
+           symmpin_dtype_name(d), g_passed - p0, g_failed - f0, ds.size(), ops.size());
+    fflush(stdout);
+  }
+}
+
+/* ---------------------------------------------------------------- back-to-back calls */
+
+/* K calls on one slot enqueued without any host sync, each with its own input and output buffers,
+ * so fast ranks run ahead of slow ones: tests the parity / end-barrier arguments. */
+static void test_back_to_back(symmpin_oneshot_form form, bool inplace, int d, int op, size_t count,
+                              int K, int slot) {
+  int p0 = g_passed, f0 = g_failed;
+  size_t sz = symmpin_dtype_size(d), bytes = count * sz, stride = (bytes + 255) / 256 * 256;
+  std::vector<char *> ins(N), outs(N);
+  std::vector<std::vector<uint8_t>> host(N, std::vector<uint8_t>(stride * K));
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaMalloc(&ins[r], stride * K));
+    CK(cudaMalloc(&outs[r], stride * K));
+    for (int k = 0; k < K; k++)
+      for (size_t i = 0; i < count; i++) random_elem(d, &host[r][k * stride + i * sz]);
+    CK(cudaMemcpy(ins[r], host[r].data(), stride * K, cudaMemcpyHostToDevice));
+    CK(cudaMemset(outs[r], kPoisonOut, stride * K));
+  }
+  CK(cudaDeviceSynchronize());
+  clear_errors();
+  char desc[160];
+  snprintf(desc, sizeof desc, "back-to-back %s %s %s count %zu x %d", form_name(form),
+           inplace ? "in-place" : "out-of-place", symmpin_dtype_name(d), count, K);
+  bool launched = true;
+  for (int k = 0; k < K && launched; k++) {
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      cudaStream_t s = R[r].s[0];
+      char *in = ins[r] + k * stride, *out = outs[r] + k * stride;
+      char *data = slot_ptr(r, slot) + symmpin_oneshot_direct_data_offset();
+      const void *send = in;
+      void *recv = out;
+      if (form == SYMMPIN_FORM_DIRECT) {
+        CK(cudaMemcpyAsync(data, in, bytes, cudaMemcpyDeviceToDevice, s));
+        recv = inplace ? (void *)data : (void *)out;
+      } else if (inplace) {
+        CK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s));
+        send = recv = out;
+      }
+      symmpin_oneshot_call call = make_call(r, slot, count, d, op, form, send, recv, 0x2000 + k);
+      if (symmpin_oneshot_launch(&call, s) != SYMMPIN_OK) launched = false;
+      if (form == SYMMPIN_FORM_DIRECT && inplace)
+        CK(cudaMemcpyAsync(out, data, bytes, cudaMemcpyDeviceToDevice, s));
+    }
+  }
+  sync_or_die(desc);
+  char why[200];
+  if (!check(launched, "%s: a launch failed", desc) || !check(errors_clear(why, sizeof why), "%s: %s", desc, why)) {
+  } else {
+    std::vector<std::vector<uint8_t>> got(N, std::vector<uint8_t>(stride * K));
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaMemcpy(got[r].data(), outs[r], stride * K, cudaMemcpyDeviceToHost));
+    }
+    int bad = 0;
+    for (int k = 0; k < K && bad < 3; k++) {
+      bool same = true;
+      for (int r = 1; r < N; r++) same &= memcmp(got[r].data() + k * stride, got[0].data() + k * stride, bytes) == 0;
+      std::vector<const uint8_t *> inp(N);
+      for (int r = 0; r < N; r++) inp[r] = host[r].data() + k * stride;
+      long e = check_result(d, op, N, count, inp, got[0].data() + k * stride, why, sizeof why);
+      if (!check(same && e < 0, "%s: call %d: %s", desc, k, same ? why : "ranks differ")) bad++;
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaFree(ins[r]));
+    CK(cudaFree(outs[r]));
+  }
+  printf("%s: %d passed, %d failed\n", desc, g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- CUDA graphs */
+
+/* Each rank captures, on its stream: a staged LL call, a direct call (with the copy of its input
+ * into the slot captured too) and a staged call above the LL limit (copy variant). The graphs are
+ * replayed `replays` times with new inputs written between replays. */
+static void test_graph(int replays) {
+  int p0 = g_passed, f0 = g_failed;
+  struct G {
+    int slot, d, op;
+    size_t count;
+    symmpin_oneshot_form form;
+  } calls[3] = {
+      {SLOT_GRAPH_LL, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 3001, SYMMPIN_FORM_STAGED},
+      {SLOT_GRAPH_DIRECT, SYMMPIN_FLOAT32, SYMMPIN_MAX, 1025, SYMMPIN_FORM_DIRECT},
+      {SLOT_GRAPH_COPY, SYMMPIN_FLOAT32, SYMMPIN_SUM, (size_t)(512u << 10) / N / 4 + 333,
+       SYMMPIN_FORM_STAGED},
+  };
+  std::vector<cudaGraphExec_t> exec(N);
+  std::vector<char *> ins(N * 3), outs(N * 3);
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (int j = 0; j < 3; j++) {
+      size_t bytes = calls[j].count * symmpin_dtype_size(calls[j].d);
+      CK(cudaMalloc(&ins[r * 3 + j], bytes));
+      CK(cudaMalloc(&outs[r * 3 + j], bytes));
+    }
+    cudaStream_t s = R[r].s[0];
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    bool ok = true;
+    for (int j = 0; j < 3; j++) {
+      const G &c = calls[j];
+      size_t bytes = c.count * symmpin_dtype_size(c.d);
+      const void *send = ins[r * 3 + j];
+      if (c.form == SYMMPIN_FORM_DIRECT) {
+        char *data = slot_ptr(r, c.slot) + symmpin_oneshot_direct_data_offset();
+        CK(cudaMemcpyAsync(data, ins[r * 3 + j], bytes, cudaMemcpyDeviceToDevice, s));
+      }
+      symmpin_oneshot_call call = make_call(r, c.slot, c.count, c.d, c.op, c.form, send,
+                                            outs[r * 3 + j], 0x3000 + j);
+      ok &= symmpin_oneshot_launch(&call, s) == SYMMPIN_OK;
+    }
+    cudaGraph_t g;
+    CK(cudaStreamEndCapture(s, &g));
+    check(ok, "graph: capture of rank %d's launches", r);
+    CK(cudaGraphInstantiate(&exec[r], g, 0));
+    CK(cudaGraphDestroy(g));
+  }
+  int bad = 0;
+  for (int it = 0; it < replays; it++) {
+    std::vector<std::vector<std::vector<uint8_t>>> host(3, std::vector<std::vector<uint8_t>>(N));
+    for (int j = 0; j < 3; j++) {
+      size_t sz = symmpin_dtype_size(calls[j].d), bytes = calls[j].count * sz;
+      for (int r = 0; r < N; r++) {
+        host[j][r].resize(bytes);
+        for (size_t i = 0; i < calls[j].count; i++) random_elem(calls[j].d, &host[j][r][i * sz]);
+        set_dev(r);
+        CK(cudaMemcpy(ins[r * 3 + j], host[j][r].data(), bytes, cudaMemcpyHostToDevice));
+        CK(cudaMemset(outs[r * 3 + j], kPoisonOut, bytes));
+      }
+    }
+    for (int r = 0; r < N; r++) { CK(cudaSetDevice(R[r].dev)); CK(cudaDeviceSynchronize()); }
+    clear_errors();
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaGraphLaunch(exec[r], R[r].s[0]));
+    }
+    sync_or_die("graph replay");
+    char why[200];
+    if (!check(errors_clear(why, sizeof why), "graph replay %d: %s", it, why)) {
+      bad++;
+      continue;
+    }
+    for (int j = 0; j < 3; j++) {
+      size_t bytes = calls[j].count * symmpin_dtype_size(calls[j].d);
+      std::vector<std::vector<uint8_t>> got(N, std::vector<uint8_t>(bytes));
+      std::vector<const uint8_t *> inp(N);
+      bool same = true;
+      for (int r = 0; r < N; r++) {
+        set_dev(r);
+        CK(cudaMemcpy(got[r].data(), outs[r * 3 + j], bytes, cudaMemcpyDeviceToHost));
+        inp[r] = host[j][r].data();
+        if (r) same &= memcmp(got[r].data(), got[0].data(), bytes) == 0;
+      }
+      long e = check_result(calls[j].d, calls[j].op, N, calls[j].count, inp, got[0].data(), why,
+                            sizeof why);
+      if (!check(same && e < 0, "graph replay %d call %d (%s): %s", it, j,
+                 form_name(calls[j].form), same ? why : "ranks differ"))
+        bad++;
+    }
+    if (bad > 5) break;
+  }
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaGraphExecDestroy(exec[r]));
+    for (int j = 0; j < 3; j++) { CK(cudaFree(ins[r * 3 + j])); CK(cudaFree(outs[r * 3 + j])); }
+  }
+  printf("graph capture + %d replays (LL, direct, copy): %d passed, %d failed\n", replays,
+         g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- two streams */
+
+/* Stream 0 runs staged calls on one slot, stream 1 direct calls on another, M each, interleaved
+ * and unsynchronized: calls on different slots must not wait for each other. */
+static void test_streams(int M) {
+  int p0 = g_passed, f0 = g_failed;
+  const int d0 = SYMMPIN_FLOAT32, d1 = SYMMPIN_BFLOAT16;
+  const size_t c0 = 1000, c1 = 3000, b0 = c0 * 4, b1 = c1 * 2;
+  std::vector<char *> in0(N), out0(N), in1(N), out1(N);
+  std::vector<std::vector<uint8_t>> h0(N, std::vector<uint8_t>(b0 * M)), h1(N, std::vector<uint8_t>(b1 * M));
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (size_t i = 0; i < c0 * M; i++) random_elem(d0, &h0[r][i * 4]);
+    for (size_t i = 0; i < c1 * M; i++) random_elem(d1, &h1[r][i * 2]);
+    CK(cudaMalloc(&in0[r], b0 * M)); CK(cudaMalloc(&out0[r], b0 * M));
+    CK(cudaMalloc(&in1[r], b1 * M)); CK(cudaMalloc(&out1[r], b1 * M));
+    CK(cudaMemcpy(in0[r], h0[r].data(), b0 * M, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(in1[r], h1[r].data(), b1 * M, cudaMemcpyHostToDevice));
+  }
+  for (int r = 0; r < N; r++) { CK(cudaSetDevice(R[r].dev)); CK(cudaDeviceSynchronize()); }
+  clear_errors();
+  bool ok = true;
+  for (int k = 0; k < M; k++) {
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      symmpin_oneshot_call a = make_call(r, SLOT_STREAM0, c0, d0, SYMMPIN_SUM, SYMMPIN_FORM_STAGED,
+                                         in0[r] + k * b0, out0[r] + k * b0, 0x4000 + k);
+      ok &= symmpin_oneshot_launch(&a, R[r].s[0]) == SYMMPIN_OK;
+      char *data = slot_ptr(r, SLOT_STREAM1) + symmpin_oneshot_direct_data_offset();
+      CK(cudaMemcpyAsync(data, in1[r] + k * b1, b1, cudaMemcpyDeviceToDevice, R[r].s[1]));
+      symmpin_oneshot_call b = make_call(r, SLOT_STREAM1, c1, d1, SYMMPIN_MIN, SYMMPIN_FORM_DIRECT,
+                                         nullptr, out1[r] + k * b1, 0x5000 + k);
+      ok &= symmpin_oneshot_launch(&b, R[r].s[1]) == SYMMPIN_OK;
+    }
+  }
+  sync_or_die("two streams");
+  char why[200];
+  check(ok, "two streams: launches");
+  if (check(errors_clear(why, sizeof why), "two streams: %s", why)) {
+    std::vector<std::vector<uint8_t>> g0(N, std::vector<uint8_t>(b0 * M)), g1(N, std::vector<uint8_t>(b1 * M));
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaMemcpy(g0[r].data(), out0[r], b0 * M, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(g1[r].data(), out1[r], b1 * M, cudaMemcpyDeviceToHost));
+    }
+    int bad = 0;
+    for (int k = 0; k < M && bad < 3; k++) {
+      std::vector<const uint8_t *> i0(N), i1(N);
+      bool same = true;
+      for (int r = 0; r < N; r++) {
+        i0[r] = h0[r].data() + k * b0, i1[r] = h1[r].data() + k * b1;
+        if (r) same &= !memcmp(g0[r].data() + k * b0, g0[0].data() + k * b0, b0) &&
+                       !memcmp(g1[r].data() + k * b1, g1[0].data() + k * b1, b1);
+      }
+      long e0 = check_result(d0, SYMMPIN_SUM, N, c0, i0, g0[0].data() + k * b0, why, sizeof why);
+      if (!check(same && e0 < 0, "two streams call %d (stream 0): %s", k, same ? why : "ranks differ")) bad++;
+      long e1 = check_result(d1, SYMMPIN_MIN, N, c1, i1, g1[0].data() + k * b1, why, sizeof why);
+      if (!check(e1 < 0, "two streams call %d (stream 1): %s", k, why)) bad++;
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaFree(in0[r])); CK(cudaFree(out0[r])); CK(cudaFree(in1[r])); CK(cudaFree(out1[r]));
+  }
+  printf("two streams x %d calls (staged + direct on different slots): %d passed, %d failed\n", M,
+         g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- timeout */
+
+/* Launch every rank but the last with a short timeout: each launched kernel must give up, record
+ * the missing peer and the site, and return; the process must stay usable. */
+static void test_timeout() {
+  int p0 = g_passed, f0 = g_failed;
+  if (N < 2) {
+    printf("timeout: skipped (needs 2+ ranks)\n");
+    return;
+  }
+  struct T {
+    int slot;
+    symmpin_oneshot_form form;
+    size_t count;
+    const char *name;
+  } ts[3] = {{SLOT_TO_LL, SYMMPIN_FORM_STAGED, 1000, "LL"},
+             {SLOT_TO_DIRECT, SYMMPIN_FORM_DIRECT, 1000, "direct"},
+             {SLOT_TO_COPY, SYMMPIN_FORM_STAGED, (size_t)(512u << 10) / N / 4 + 100, "copy"}};
+  for (const T &t : ts) {
+    clear_errors();
+    uint64_t site = 0xdead0000ull + (uint64_t)t.slot;
+    for (int r = 0; r < N - 1; r++) {
+      set_dev(r);
+      symmpin_oneshot_call c = make_call(r, t.slot, t.count, SYMMPIN_FLOAT32, SYMMPIN_SUM, t.form,
+                                         R[r].bufA + kGuard, R[r].bufB + kGuard, site);
+      c.timeout_cycles = 2000000; /* ~1 ms */
+      check(symmpin_oneshot_launch(&c, R[r].s[0]) == SYMMPIN_OK, "timeout %s: launch", t.name);
+    }
+    if (!sync_all(60.0)) {
+      check(false, "timeout %s: kernels did not give up (hang)", t.name);
+      printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+      fflush(stdout);
+      _exit(1);
+    }
+    for (int r = 0; r < N - 1; r++) {
+      symmpin_oneshot_error e = *R[r].err;
+      check(e.timed_out == 1 && e.peer == N - 1 && e.site == site,
+            "timeout %s: rank %d recorded timed_out %u peer %d site %llx (want 1, %d, %llx)",
+            t.name, r, (unsigned)e.timed_out, (int)e.peer, (unsigned long long)e.site, N - 1,
+            (unsigned long long)site);
+    }
+    check(R[N - 1].err->timed_out == 0, "timeout %s: the missing rank recorded nothing", t.name);
+    check(cudaGetLastError() == cudaSuccess, "timeout %s: no CUDA error left behind", t.name);
+  }
+  /* The process lives on: a normal call on fresh slots still works. */
+  Case c = {SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, SYMMPIN_FORM_STAGED, false, 0, 0};
+  run_case(c, 0x6000);
+  printf("timeout (N-1 ranks, LL/direct/copy): %d passed, %d failed\n", g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- API checks */
+
+static void test_api() {
+  int p0 = g_passed, f0 = g_failed;
+  set_dev(0);
+  char *a = R[0].bufA + kGuard, *b = R[0].bufB + kGuard;
+  symmpin_oneshot_call c = make_call(0, SLOT_API, 100, SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                     SYMMPIN_FORM_STAGED, a, b, 1);
+  symmpin_oneshot_call x = c;
+  x.count = 0;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_OK, "api: count 0 is a no-op");
+  x = c, x.op = SYMMPIN_OP_COUNT;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED, "api: user op refused");
+  x = c, x.slot_bytes = 256;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: small slot refused");
+  x = c, x.recv = a + 4;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
+        "api: shifted overlap of send and recv refused");
+  x = c, x.rank = N;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: bad rank refused");
+  x = c, x.form = SYMMPIN_FORM_DIRECT, x.recv = slot_ptr(0, SLOT_API) + 16;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
+        "api: direct recv inside the slot header refused");
+  x = c, x.slot[N > 1 ? 1 : 0] = (char *)x.slot[N > 1 ? 1 : 0] + 4;
+  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: misaligned slot refused");
+  CK(cudaStreamSynchronize(R[0].s[0]));
+  printf("api argument checks: %d passed, %d failed\n", g_passed - p0, g_failed - f0);
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+  bool small = false;
+  uint64_t seed = 0x5eed1234abcdull;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--small")) small = true;
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 0);
+    else if (argv[i][0] >= '1' && argv[i][0] <= '9') N = atoi(argv[i]);
+    else {
+      fprintf(stderr, "usage: test_oneshot [N (1..%d)] [--small] [--seed S]\n", SYMMPIN_MAX_RANKS);
+      return 2;
+    }
+  }
+  if (N < 1 || N > SYMMPIN_MAX_RANKS) {
+    fprintf(stderr, "test_oneshot: N must be 1..%d\n", SYMMPIN_MAX_RANKS);
+    return 2;
+  }
+  /* Up to 2 streams per simulated rank on one GPU: enough hardware queues that independent
+   * streams never serialize behind each other (that could make spin-waiting ranks wait on
+   * kernels queued behind themselves). Must be set before the CUDA context exists. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  g_rng = seed;
+  CK(cudaGetDeviceCount(&g_ngpus));
+  if (g_ngpus < 1) {
+    fprintf(stderr, "test_oneshot: no GPU\n");
+    return 2;
+  }
+  int used = g_ngpus < N ? g_ngpus : N;
+  printf("test_oneshot: %d ranks on %d GPU(s), seed 0x%llx%s\n", N, used, (unsigned long long)seed,
+         small ? ", small subset" : "");
+  for (int a = 0; a < used; a++)
+    for (int b = 0; b < used; b++)
+      if (a != b) {
+        int can = 0;
+        CK(cudaDeviceCanAccessPeer(&can, a, b));
+        if (!can) {
+          fprintf(stderr, "test_oneshot: GPU %d cannot access GPU %d (no P2P)\n", a, b);
+          return 2;
+        }
+        CK(cudaSetDevice(a));
+        cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+        else CK(e);
+      }
+
+  /* Slot sizes: the matrix slots hold the largest case of either form; others their own calls. */
+  size_t big = 0, bigd = 0;
+  size_t maxcount = small ? (512u << 10) / N + 2 : 1048577 + (512u << 10) / N + 2;
+  for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
+    size_t s = symmpin_oneshot_slot_bytes(maxcount, d, N, SYMMPIN_FORM_STAGED);
+    size_t t = symmpin_oneshot_slot_bytes(maxcount, d, N, SYMMPIN_FORM_DIRECT);
+    big = s > big ? s : big, bigd = t > bigd ? t : bigd;
+  }
+  g_slot_bytes[SLOT_STAGED] = big;
+  g_slot_bytes[SLOT_DIRECT] = bigd;
+  g_slot_bytes[SLOT_B2B] = symmpin_oneshot_slot_bytes(400000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+  g_slot_bytes[SLOT_STREAM0] = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+  g_slot_bytes[SLOT_STREAM1] = symmpin_oneshot_slot_bytes(3000, SYMMPIN_BFLOAT16, N, SYMMPIN_FORM_DIRECT);
+  g_slot_bytes[SLOT_GRAPH_LL] = symmpin_oneshot_slot_bytes(3001, SYMMPIN_BFLOAT16, N, SYMMPIN_FORM_STAGED);
+  g_slot_bytes[SLOT_GRAPH_DIRECT] = symmpin_oneshot_slot_bytes(1025, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_DIRECT);
+  g_slot_bytes[SLOT_GRAPH_COPY] =
+      symmpin_oneshot_slot_bytes((512u << 10) / N / 4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+  g_slot_bytes[SLOT_TO_LL] = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+  g_slot_bytes[SLOT_TO_DIRECT] = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_DIRECT);
+  g_slot_bytes[SLOT_TO_COPY] =
+      symmpin_oneshot_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+  g_slot_bytes[SLOT_API] = symmpin_oneshot_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+  size_t pool_bytes = 0;
+  for (int k = 0; k < NSLOTS; k++) {
+    g_slot_off[k] = pool_bytes;
+    pool_bytes += (g_slot_bytes[k] + 4095) / 4096 * 4096;
+  }
+  g_buf_bytes = 2 * kGuard + 16 + maxcount * 8;
+
+  R.resize(N);
+  for (int r = 0; r < N; r++) {
+    Rank &k = R[r];
+    k.dev = r % g_ngpus;
+    set_dev(r);
+    CK(cudaStreamCreateWithFlags(&k.s[0], cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&k.s[1], cudaStreamNonBlocking));
+    CK(cudaMalloc(&k.pool, pool_bytes));
+    CK(cudaMemset(k.pool, 0, pool_bytes)); /* slots are zeroed once, as the contract asks */
+    CK(cudaMalloc(&k.bufA, g_buf_bytes));
+    CK(cudaMalloc(&k.bufB, g_buf_bytes));
+    CK(cudaHostAlloc(&k.err, sizeof *k.err, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostGetDevicePointer((void **)&k.err_dev, k.err, 0));
+  }
+  for (int r = 0; r < N; r++) { CK(cudaSetDevice(R[r].dev)); CK(cudaDeviceSynchronize()); }
+
+  test_api();
+  test_matrix(small);
+  int K = small ? 20 : 1000;
+  test_back_to_back(SYMMPIN_FORM_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_B2B);
+  test_back_to_back(SYMMPIN_FORM_STAGED, true, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 777, K, SLOT_B2B);
+  test_back_to_back(SYMMPIN_FORM_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 400000, small ? 5 : 100,
+                    SLOT_B2B);
+  /* direct back-to-back needs a slot never used staged: reuse the direct matrix slot */
+  test_back_to_back(SYMMPIN_FORM_DIRECT, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_DIRECT);
+  test_back_to_back(SYMMPIN_FORM_DIRECT, true, SYMMPIN_INT32, SYMMPIN_SUM, 20001, small ? 20 : 300,
+                    SLOT_DIRECT);
+  test_graph(small ? 3 : 100);
+  test_streams(small ? 10 : 200);
+  test_timeout();
+
+  printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+  return g_failed ? 1 : 0;
+}
