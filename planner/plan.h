@@ -23,7 +23,7 @@
 #include "planner/types.h"
 
 typedef enum symmpin_plan_mode {
-  SYMMPIN_PLAN_SHARED = 0,    /* default: sites that never overlap share bytes */
+  SYMMPIN_PLAN_SHARED = 0,    /* default: sites that are never in flight together share a slot */
   SYMMPIN_PLAN_DEDICATED = 1, /* each site its own slot */
 } symmpin_plan_mode;
 
@@ -68,7 +68,8 @@ typedef struct symmpin_plan_site {
   int dtype, op;
   bool pinned;
   symmpin_plan_reason reason;  /* SYMMPIN_PLAN_PINNED when pinned */
-  uint64_t offset;             /* the slot [offset, offset + slot_bytes) in every rank's pool */
+  uint64_t offset;             /* the slot [offset, offset + slot_bytes) in every rank's pool;
+                                * sites sharing bytes share this offset (a slot of their max size) */
   uint64_t slot_bytes;         /* what the kernels asked for, rounded up to the alignment; 0 if
                                 * never placed */
   int stream_ord;              /* the stream ordinal it was planned on (its first call's) */

@@ -5,7 +5,10 @@
  *
  * Overlap ("can be in flight together", docs/planner.md): two items on different stream ordinals
  * always overlap (no record proves an order between streams); two items on one stream overlap iff
- * some rank's record has them in the same ncclGroup. Items that can overlap never share a byte. */
+ * some rank's record has them in the same ncclGroup. Items that can overlap never share a byte.
+ *
+ * Sharing means sharing a whole slot: two items' ranges are either disjoint or start at the same
+ * offset (the kernels keep a header at the slot start; see slots_shared.c). */
 #ifndef SYMMPIN_PLANNER_SLOTS_H
 #define SYMMPIN_PLANNER_SLOTS_H
 
@@ -39,8 +42,9 @@ typedef struct symmpin_slot_assigner {
 
 /* Each site its own bytes, in order of first appearance, growing at the end. */
 extern const symmpin_slot_assigner symmpin_slots_dedicated;
-/* Sites that can never be in flight together share bytes (first fit by size within each stream,
- * streams in ordinal order); new sites reuse bytes of compatible sites or grow the pool. */
+/* Sites that can never be in flight together share a slot (same offset; first fit by size within
+ * each stream, streams in ordinal order); new sites join a compatible slot, take a free gap, or
+ * grow the pool. */
 extern const symmpin_slot_assigner symmpin_slots_shared;
 
 /* Whether items i and j can be in flight together (the rule above). */

@@ -1,15 +1,25 @@
-/* Shared slots: first fit by decreasing size, stream class by stream class.
+/* Shared slots: sites that can never be in flight together share one slot, i.e. the SAME offset.
  *
- * Why this order: on one stream, with groups that partition the sites (the usual case: a
- * coalesced group of buckets), each group's members stack from the class base and every other
- * site lands on the base, so a class needs exactly its lower bound (max(largest slot, largest
- * group sum)); classes are contiguous, so the next stream's class starts where this one ends and
- * the pool equals the sum of the class bounds. Items placed by earlier plans stay where they are;
- * a new item takes the lowest gap that no overlapping item occupies. */
+ * Why whole slots and never partial overlaps: a slot starts with the kernels' header (per-slot
+ * epoch counters and barrier flags, kernels/layout.h) and its data units sit at positions that do
+ * not depend on the call shape, so calls of different shapes at one offset, ordered by one stream,
+ * are exactly what the kernels support (the next call flips parity, the call after that can only
+ * start once every peer has finished reading). A site placed at a different offset inside another
+ * site's range would have its header overwritten by the other's data: the ranks could read
+ * different epochs and hang. So the invariant is: two pinned sites' ranges are either disjoint or
+ * start at the same offset; and sites that share an offset never overlap in time.
+ *
+ * Placement: items in order stream ordinal ascending, then bytes descending, then first
+ * appearance; each takes the lowest offset that is either the start of an existing slot whose
+ * members are all compatible with it (and whose growth to the item's size hits no other slot),
+ * or a free gap (first fit). With groups that partition the sites (the usual shape: a coalesced
+ * group of buckets) this is the optimum of the model: the k-th largest member of every group
+ * shares the k-th slot of its stream. Items placed by earlier plans never move. */
 #include "planner/slots.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -23,7 +33,6 @@ bool symmpin_slots_overlap(const symmpin_slot_problem *p, size_t i, size_t j) {
   return bsearch(&key, p->grouped, p->ngrouped, sizeof(key), cmp_u64) != NULL;
 }
 
-/* Placement order: stream ordinal ascending, then bytes descending, then first appearance. */
 typedef struct {
   int stream;
   uint64_t bytes;
@@ -37,54 +46,110 @@ static int cmp_order(const void *a, const void *b) {
   return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/* A slot: the items at one offset. Slots' ranges [start, end) never intersect. */
 typedef struct {
-  uint64_t lo, hi;
-} range;
+  uint64_t start, end;
+  long head; /* first member; members chained through next[] */
+} slot;
 
-static int cmp_range(const void *a, const void *b) {
-  const range *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
+typedef struct {
+  slot *v; /* sorted by start */
+  size_t n;
+  long *next;
+} slots;
+
+static size_t slot_find(const slots *s, uint64_t start) { /* first slot with .start >= start */
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->v[mid].start < start)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static void slot_add(slots *s, uint64_t start, uint64_t bytes, size_t item) {
+  size_t k = slot_find(s, start);
+  if (k == s->n || s->v[k].start != start) {
+    memmove(&s->v[k + 1], &s->v[k], (s->n - k) * sizeof(*s->v));
+    s->v[k] = (slot){start, start, -1};
+    s->n++;
+  }
+  if (start + bytes > s->v[k].end) s->v[k].end = start + bytes;
+  s->next[item] = s->v[k].head;
+  s->v[k].head = (long)item;
+}
+
+/* Whether item x (bytes w) may sit at offset o: every slot it would touch starts at o and holds
+ * only items that never overlap x in time. */
+static bool fits(const symmpin_slot_problem *p, const slots *s, size_t x, uint64_t o) {
+  uint64_t w = p->items[x].bytes;
+  /* slots are disjoint and sorted, so only the one before o and those starting in [o, o+w) can
+   * intersect */
+  size_t k = slot_find(s, o);
+  if (k > 0 && s->v[k - 1].end > o) return false;
+  for (; k < s->n && s->v[k].start < o + w; k++) {
+    if (s->v[k].start != o) return false;
+    for (long m = s->v[k].head; m >= 0; m = s->next[m])
+      if (symmpin_slots_overlap(p, x, (size_t)m)) return false;
+  }
+  return true;
 }
 
 static symmpin_status assign_shared(symmpin_slot_problem *p) {
-  size_t n = p->nitems;
-  order_key *todo = malloc((n ? n : 1) * sizeof(*todo));
-  range *busy = malloc((n ? n : 1) * sizeof(*busy));
-  if (!todo || !busy) {
+  size_t n = p->nitems, cap = n ? n : 1;
+  order_key *todo = malloc(cap * sizeof(*todo));
+  slots s = {malloc(cap * sizeof(*s.v)), 0, malloc(cap * sizeof(*s.next))};
+  uint64_t *cand = malloc((2 * cap + 1) * sizeof(*cand));
+  if (!todo || !s.v || !s.next || !cand) {
     free(todo);
-    free(busy);
+    free(s.v);
+    free(s.next);
+    free(cand);
     fprintf(stderr, "symmpin: shared slots: out of memory (%zu sites)\n", n);
     return SYMMPIN_ERR_NOMEM;
   }
   size_t ntodo = 0;
   uint64_t end = p->pool_bytes;
   for (size_t i = 0; i < n; i++) {
-    if (!p->items[i].placed)
-      todo[ntodo++] = (order_key){p->items[i].stream, p->items[i].bytes, i};
-    else if (p->items[i].offset + p->items[i].bytes > end)
-      end = p->items[i].offset + p->items[i].bytes;
+    symmpin_slot_item *it = &p->items[i];
+    if (!it->placed) {
+      todo[ntodo++] = (order_key){it->stream, it->bytes, i};
+      continue;
+    }
+    slot_add(&s, it->offset, it->bytes, i);
+    if (it->offset + it->bytes > end) end = it->offset + it->bytes;
   }
   qsort(todo, ntodo, sizeof(*todo), cmp_order);
 
   for (size_t t = 0; t < ntodo; t++) {
     size_t x = todo[t].index;
-    size_t nb = 0;
-    for (size_t y = 0; y < n; y++)
-      if (p->items[y].placed && symmpin_slots_overlap(p, x, y))
-        busy[nb++] = (range){p->items[y].offset, p->items[y].offset + p->items[y].bytes};
-    qsort(busy, nb, sizeof(*busy), cmp_range);
-    /* Lowest offset whose [off, off + bytes) misses every busy range. Offsets stay aligned: every
-     * range starts and ends on a multiple of the alignment. */
-    uint64_t off = 0;
-    for (size_t k = 0; k < nb && busy[k].lo < off + p->items[x].bytes; k++)
-      if (busy[k].hi > off) off = busy[k].hi;
-    p->items[x].offset = off;
+    /* Candidates: 0, every slot start (join it), every slot end (the gap after it). */
+    size_t nc = 0;
+    cand[nc++] = 0;
+    for (size_t k = 0; k < s.n; k++) {
+      cand[nc++] = s.v[k].start;
+      cand[nc++] = s.v[k].end;
+    }
+    qsort(cand, nc, sizeof(*cand), cmp_u64);
+    uint64_t o = end; /* past every slot: always fits */
+    for (size_t c = 0; c < nc; c++)
+      if ((c == 0 || cand[c] != cand[c - 1]) && fits(p, &s, x, cand[c])) {
+        o = cand[c];
+        break;
+      }
+    p->items[x].offset = o;
     p->items[x].placed = true;
-    if (off + p->items[x].bytes > end) end = off + p->items[x].bytes;
+    slot_add(&s, o, p->items[x].bytes, x);
+    if (o + p->items[x].bytes > end) end = o + p->items[x].bytes;
   }
   p->pool_bytes = end;
   free(todo);
-  free(busy);
+  free(s.v);
+  free(s.next);
+  free(cand);
   return SYMMPIN_OK;
 }
 

@@ -59,7 +59,8 @@ static inline symmpin_plan *plan_same(const tcall *calls, size_t n, int nranks,
 }
 
 /* Independent of the planner: pinned sites that can overlap (different streams, or one group in
- * some record) must have disjoint byte ranges, and every slot must lie inside the pool. */
+ * some record) must have disjoint byte ranges, sites that share bytes share their offset, and
+ * every slot must lie inside the pool. */
 static inline void assert_no_shared_overlap(const symmpin_plan *p, const symmpin_record *const *recs,
                                             size_t nrecs) {
   for (size_t i = 0; i < p->nsites; i++) {
@@ -73,6 +74,8 @@ static inline void assert_no_shared_overlap(const symmpin_plan *p, const symmpin
       if (!b->pinned) continue;
       bool disjoint = a->offset + a->slot_bytes <= b->offset || b->offset + b->slot_bytes <= a->offset;
       if (disjoint) continue;
+      /* the kernels' header sits at the slot start: sharing is only ever a whole shared start */
+      cr_assert_eq(a->offset, b->offset, "sites %zu and %zu overlap partially", i, j);
       cr_assert_eq(a->stream_ord, b->stream_ord, "sites on different streams share bytes");
       for (size_t k = 0; k < nrecs; k++) {
         const symmpin_record *r = recs[k];
