@@ -2,10 +2,10 @@
  * to the one-shot kernels. docs/design.md ("Per-communicator life") is the protocol in prose.
  *
  * Rounds on the communicator's board (symmem/board.h), all posted from inside all-reduce calls:
- *   round 1            hello: facts every rank needs once (pid, device, thread), posted at the
- *                      communicator's first all-reduce; it also tells the board which thread
- *                      drives each rank, so a wait that would deadlock is seen at once;
- *   epoch e (e >= 1):  round 3e-1  "record":  the call index and the calls since the last plan;
+ *   round 1            hello, posted at the communicator's first all-reduce: it tells the board
+ *                      which thread drives each rank, so a wait that would deadlock is seen at once;
+ *   epoch e (e >= 1):  round 3e-1  "record":  the call index, this rank's GPU identity and the
+ *                                             calls since the last plan;
  *                      round 3e    "plan":    plan digest, P2P row, this rank's pool export;
  *                      round 3e+1  "attached": whether every peer's pool is mapped.
  * Each round is posted at one call and read at the next call on that rank, so a thread that
@@ -54,8 +54,11 @@ typedef struct hello_blob {
 } hello_blob;
 
 typedef struct record_head {
-  uint64_t call_index; /* the communicator's call count when the record closed */
+  uint64_t call_index;      /* the communicator's call count when the record closed */
   int32_t capturing;
+  int32_t pad;
+  symmpin_pool_facts facts; /* this rank's GPU, for the P2P check (every epoch: blobs of old
+                               rounds are overwritten, so nothing is read from the hello) */
 } record_head;
 
 typedef struct plan_blob {
@@ -229,6 +232,10 @@ static void epoch_start(symmpin_comm *c, struct symmpin_engine_comm *e, uint64_t
     e->blob_cap = need;
   }
   record_head head = {.call_index = n, .capturing = capturing};
+  if (symmpin_pool_facts_get(c->device, &head.facts) != SYMMPIN_OK) {
+    engine_off(c, SYMMPIN_REASON_ERROR, "cannot read this GPU's identity");
+    return;
+  }
   memcpy(e->blob, &head, sizeof head);
   size_t len = 0;
   symmpin_status st = symmpin_record_encode(&e->record, (char *)e->blob + sizeof head,
@@ -250,6 +257,7 @@ static void epoch_plan(symmpin_comm *c, struct symmpin_engine_comm *e, bool capt
   symmpin_record records[SYMMPIN_MAX_RANKS];
   const symmpin_record *rp[SYMMPIN_MAX_RANKS];
   int decoded = 0;
+  symmpin_pool_facts facts[SYMMPIN_MAX_RANKS];
   bool aligned = true, any_capturing = capturing;
   uint64_t my_index = 0, first_index = 0, max_index = 0;
   for (int r = 0; r < c->nranks; r++) {
@@ -263,6 +271,7 @@ static void epoch_plan(symmpin_comm *c, struct symmpin_engine_comm *e, bool capt
     if (head.call_index != first_index) aligned = false;
     if (head.call_index > max_index) max_index = head.call_index;
     any_capturing |= head.capturing != 0;
+    facts[r] = head.facts;
     if (symmpin_record_decode(blob + sizeof head, bytes - sizeof head, &records[r]) != SYMMPIN_OK)
       break;
     rp[r] = &records[r];
@@ -298,12 +307,14 @@ static void epoch_plan(symmpin_comm *c, struct symmpin_engine_comm *e, bool capt
     e->epochs.next = max_index + e->epochs.interval;
   }
   pb.p2p_ok = 1;
-  for (int r = 0; r < c->nranks; r++) {
-    size_t bytes = 0;
-    const hello_blob *h = symmpin_board_blob(e->board, HELLO_ROUND, r, &bytes);
-    if (!h || bytes < sizeof *h || !symmpin_pool_p2p_ok(c->device, h->device)) pb.p2p_ok = 0;
+  if (decoded == c->nranks) {
+    char why[160];
+    if (symmpin_pool_check_peers(facts, c->nranks, why, sizeof why) != SYMMPIN_OK) {
+      pb.p2p_ok = 0;
+      SYMMPIN_INFO("comm %d rank %d: %s", c->ordinal, c->rank, why);
+    }
   }
-  if (!pb.ready) return epoch_fail(c, e);
+  if (!pb.ready && pb.p2p_ok) return epoch_fail(c, e);
   if (symmpin_board_post(e->board, ROUND_PLAN(e->epoch), &pb, sizeof pb, e->tid) != SYMMPIN_OK)
     return epoch_fail(c, e);
   e->phase = PHASE_PLAN_POSTED;
@@ -335,6 +346,7 @@ static void epoch_attach(symmpin_comm *c, struct symmpin_engine_comm *e, bool ca
   }
   enum cudaStreamCaptureMode mode = capture_mode_relax();
   attach_blob ab = {.ok = symmpin_pool_attach(e->pool, exports) == SYMMPIN_OK};
+  if (!ab.ok) SYMMPIN_WARN("comm %d rank %d: mapping the peers' pools failed", c->ordinal, c->rank);
   capture_mode_restore(mode);
   if (symmpin_board_post(e->board, ROUND_ATTACH(e->epoch), &ab, sizeof ab, e->tid) != SYMMPIN_OK)
     return epoch_fail(c, e);
@@ -503,10 +515,28 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
   return true;
 }
 
+/* Before freeing its pool a rank unmaps its peers' pools and waits (briefly) until every rank has
+ * done so: freeing memory a peer still maps is undefined in CUDA IPC. All ranks destroy a
+ * communicator after the same number of all-reduces, so they agree on the round. A thread that
+ * drives several ranks cannot wait for the others here; it destroys after the short wait. */
+static void engine_teardown_barrier(symmpin_comm *c, struct symmpin_engine_comm *e) {
+  if (!e->board || !e->pool) return;
+  symmpin_pool_unmap_peers(e->pool);
+  uint32_t round = ROUND_RECORD(e->epoch + 1);
+  static const int32_t done = 1;
+  if (symmpin_board_post(e->board, round, &done, sizeof done, thread_id()) != SYMMPIN_OK) return;
+  int missing = -1;
+  unsigned ms = symmpin_config_get()->timeout_ms < 2000 ? (unsigned)symmpin_config_get()->timeout_ms : 2000;
+  if (symmpin_board_wait(e->board, round, ms, thread_id(), &missing) == SYMMPIN_ERR_TIMEOUT)
+    SYMMPIN_INFO("comm %d rank %d: rank %d did not reach the teardown barrier", c->ordinal, c->rank,
+                 missing);
+}
+
 void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
+  if (e->phase != PHASE_OFF && e->plan) engine_teardown_barrier(c, e);
   symmpin_pool_destroy(e->pool); /* synchronizes the device first: no kernel still uses it */
   if (e->err_host) cudaFreeHost((void *)e->err_host);
   if (e->board) symmpin_board_close(e->board);

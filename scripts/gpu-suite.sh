@@ -46,7 +46,7 @@ with_preload() { LD_PRELOAD=$LIB "$@"; }
 compare_runs() { # compare_runs NAME PATTERN CMD...
   local name=$1 pattern=$2; shift 2
   "$@" >"$OUT/logs/$name.nccl.out" 2>&1 || { echo "without symmpin failed"; tail "$OUT/logs/$name.nccl.out"; return 1; }
-  SYMMPIN_STATS=1 SYMMPIN_STATS_FILE="$OUT/logs/$name.stats.%p.json" SYMMPIN_TRACE="$OUT/logs/$name.trace.%r.%p" \
+  SYMMPIN_DEBUG=INFO SYMMPIN_STATS=1 SYMMPIN_STATS_FILE="$OUT/logs/$name.stats.%p.json" SYMMPIN_TRACE="$OUT/logs/$name.trace.%r.%p" \
     with_preload "$@" >"$OUT/logs/$name.symmpin.out" 2>&1 || { echo "with symmpin failed"; tail -n 40 "$OUT/logs/$name.symmpin.out"; return 1; }
   local a b
   a=$(grep -E "$pattern" "$OUT/logs/$name.nccl.out" | sort)
@@ -57,10 +57,10 @@ compare_runs() { # compare_runs NAME PATTERN CMD...
 }
 
 s_info() { nvidia-smi; nvidia-smi topo -m; echo "gpus=$NGPU"; ldd "$LIB"; }
-s_oneshot() { for n in 2 3 4 8; do "$B/tests/gpu/test_oneshot" --ranks $n || return 1; done; }
+s_oneshot() { for n in 2 3 4 8; do "$B/tests/gpu/test_oneshot" $n || return 1; done; }
 s_sanitizer() {
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/gpu/test_oneshot" --small --ranks 2 &&
-  compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/gpu/test_oneshot" --small --ranks 2 &&
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/gpu/test_oneshot" 2 --small &&
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/gpu/test_oneshot" 2 --small &&
   compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$B/tests/symmem/test_pool" --threads 2
 }
 s_pool() {
