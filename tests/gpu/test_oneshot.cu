@@ -12,7 +12,9 @@
  * back-to-back calls on one slot; CUDA-graph capture + replays with new data; two streams on
  * different slots; the timeout path (N-1 ranks launched).
  *
- * Usage: test_oneshot [N] [--small] [--seed S]. --small runs a tiny subset (for compute-sanitizer).
+ * Usage: test_oneshot [N] [--small] [--seed S]. --small runs a tiny subset with 1 s waits (for
+ * compute-sanitizer; with N = 1 no kernel waits for another, which matters if the tool serializes
+ * kernels: N > 1 then shows up as timeouts).
  * Prints one line per group and `test_oneshot: P passed, F failed`; exits 1 on any failure. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -813,6 +815,7 @@ int main(int argc, char **argv) {
    * kernels queued behind themselves). Must be set before the CUDA context exists. */
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   g_rng = seed;
+  if (small) g_timeout_cycles = 2000000000ull; /* ~1 s: a serializing tool fails fast, not slowly */
   CK(cudaGetDeviceCount(&g_ngpus));
   if (g_ngpus < 1) {
     fprintf(stderr, "test_oneshot: no GPU\n");
