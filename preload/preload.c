@@ -32,6 +32,9 @@ static _Atomic int exited;
 static _Atomic int first_rank = -1; /* rank of the process's first communicator: names files */
 
 static __thread int group_depth __attribute__((tls_model("initial-exec")));
+/* Outermost groups this thread has opened: with the thread's address, a token that tells one
+ * group's calls from the next group's (planner/record.h renumbers tokens per communicator). */
+static __thread uint64_t group_seq __attribute__((tls_model("initial-exec")));
 
 /* State carried from symmpin_event_allreduce to its _result on the same thread. */
 typedef struct pending_allreduce {
@@ -278,7 +281,7 @@ static void group_trace(symmpin_trace_call call, int rc) {
 
 void symmpin_event_group_start(int rc) {
   if (!symmpin_events_enabled()) return;
-  if (rc == 0) group_depth++;
+  if (rc == 0 && group_depth++ == 0) group_seq++;
   group_trace(SYMMPIN_TRACE_GROUP_START, rc);
 }
 
@@ -340,7 +343,10 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   symmpin_comm *cm = symmpin_comm_find(c->comm);
   p->call = c;
   p->comm = cm;
-  p->ec = (symmpin_engine_call){.call = c, .stream_ord = -1, .group_depth = group_depth};
+  p->ec = (symmpin_engine_call){.call = c, .stream_ord = -1, .group_depth = group_depth,
+                                .group_token = group_depth > 0
+                                                   ? ((uint64_t)(uintptr_t)&group_seq << 16) ^ group_seq
+                                                   : 0};
   buffer_of(c->send, &p->ec.send_alloc, &p->send_off);
   buffer_of(c->recv, &p->ec.recv_alloc, &p->recv_off);
   /* Unknown counts as capturing: the engine then does nothing that capture would forbid. */
