@@ -402,7 +402,6 @@ static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *
   fprintf(out, "],\"comms\":[");
   for (size_t i = 0; i < L->ncomms; i++) {
     const comm_data *c = &L->comms[i];
-    const rank_data *r0 = first_rank(c);
     const symmpin_plan *p = c->plan;
     fprintf(out, "%s{\"comm\":%d,\"key\":\"%016" PRIx64 "%016" PRIx64 "\",\"nranks\":%d,"
                  "\"ranks_present\":[",
@@ -425,24 +424,35 @@ static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *
             c->complete ? "true" : "false", same_sequence(c) ? "true" : "false",
             c->agreed ? "true" : "false", c->epochs, p ? p->digest : 0, p ? p->pool_bytes : 0,
             p ? p->dedicated_bytes : 0, p ? p->pool_bytes : 0, p ? p->lower_bound_bytes : 0);
-    size_t ns = symmpin_site_table_count(r0 ? r0->sites : NULL);
-    for (size_t k = 0; k < ns; k++) {
-      const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
-      bool pinned;
-      uint64_t off, slot;
-      int stream;
-      const char *reason;
-      site_decision(c, s->id, &pinned, &off, &slot, &stream, &reason);
-      fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"calls\":%" PRIu64 ",\"bytes\":%" PRIu64
-                   ",\"count\":%" PRIu64 ",\"dtype\":\"%s\",\"op\":\"%s\",\"streams\":[",
-              k ? "," : "", s->id, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
-              symmpin_op_name(s->op));
-      streams_list(out, s->streams, true);
-      fprintf(out, "],\"in_place\":%" PRIu64 ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,"
-                   "\"offset\":%" PRIu64 ",\"slot_bytes\":%" PRIu64 ",\"stream\":%d,\"reason\":",
-              s->in_place, s->out_of_place, pinned ? "true" : "false", off, slot, stream);
-      json_str(out, reason);
-      fputc('}', out);
+    /* Every site any rank saw, in the first rank's order, then what other ranks saw alone. */
+    bool first_site = true;
+    for (int r = 0; r < c->nranks; r++) {
+      const rank_data *rd = c->ranks[r];
+      if (!rd) continue;
+      for (size_t k = 0; k < symmpin_site_table_count(rd->sites); k++) {
+        const symmpin_site *s = symmpin_site_table_at(rd->sites, k);
+        bool listed = false;
+        for (int q = 0; q < r && !listed; q++)
+          listed = c->ranks[q] && symmpin_site_table_find(c->ranks[q]->sites, s->id);
+        if (listed) continue;
+        bool pinned;
+        uint64_t off, slot;
+        int stream;
+        const char *reason;
+        site_decision(c, s->id, &pinned, &off, &slot, &stream, &reason);
+        fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"rank\":%d,\"calls\":%" PRIu64
+                     ",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
+                     ",\"dtype\":\"%s\",\"op\":\"%s\",\"streams\":[",
+                first_site ? "" : ",", s->id, r, s->calls, s->bytes, s->count,
+                symmpin_dtype_name(s->dtype), symmpin_op_name(s->op));
+        first_site = false;
+        streams_list(out, s->streams, true);
+        fprintf(out, "],\"in_place\":%" PRIu64 ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,"
+                     "\"offset\":%" PRIu64 ",\"slot_bytes\":%" PRIu64 ",\"stream\":%d,\"reason\":",
+                s->in_place, s->out_of_place, pinned ? "true" : "false", off, slot, stream);
+        json_str(out, reason);
+        fputc('}', out);
+      }
     }
     fprintf(out, "]}");
   }
@@ -499,14 +509,13 @@ static void report_text(const loaded *L, const symmpin_replay_options *o, FILE *
           ev->call != SYMMPIN_TRACE_NCCL_MEM_ALLOC)
         continue;
       if (!ev->alloc) continue;
-      const char *use = NULL;
-      for (size_t k = 0; k < symmpin_site_table_count(r0->sites) && !use; k++) {
+      bool send = false, recv = false;
+      for (size_t k = 0; k < symmpin_site_table_count(r0->sites); k++) {
         const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
-        for (int a = 0; a < s->nsend_allocs && !use; a++)
-          if (s->send_allocs[a] == ev->alloc) use = "send";
-        for (int a = 0; a < s->nrecv_allocs && !use; a++)
-          if (s->recv_allocs[a] == ev->alloc) use = "recv";
+        for (int a = 0; a < s->nsend_allocs; a++) send = send || s->send_allocs[a] == ev->alloc;
+        for (int a = 0; a < s->nrecv_allocs; a++) recv = recv || s->recv_allocs[a] == ev->alloc;
       }
+      const char *use = send && recv ? "send and recv" : send ? "send" : recv ? "recv" : NULL;
       if (use)
         fprintf(out, "    alloc %" PRIu64 ": %s of %" PRIu64 " bytes at 0x%" PRIx64
                      " on device %d (stack %016" PRIx64 "), used as %s buffer\n",

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes the synthetic symmpin traces in this folder (see README.md). Synthetic: made by this
+script from the format in docs/trace-format.md, not recorded on GPUs. Run it from anywhere:
+    python3 tests/traces/synthetic/gen.py
+and commit the result; tests/planner/test_replay.py checks symmpin-replay's answers on them."""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEY = (0x1111222233334444, 0x5555666677778888)
+
+
+class Trace:
+    def __init__(self, path, pid, rank, program):
+        self.path, self.lines, self.seq, self.t = path, [], 0, 0
+        self.lines += ["#symmpin-trace 1", "#host=synthetic", f"#pid={pid}", f"#rank={rank}",
+                       f"#program={program}", "#start_unix_ns=1764500000000000000",
+                       "#fields=seq t_ns tid call key=value..."]
+        self.pid, self.next_alloc = pid, 1
+
+    def ev(self, tid, call, **kv):
+        self.seq += 1
+        self.t += 1000
+        fields = " ".join(f"{k}={v}" for k, v in kv.items())
+        self.lines.append(f"{self.seq} {self.t} {tid} {call} {fields}".rstrip())
+
+    def malloc(self, tid, dev, size, ptr):
+        a = self.next_alloc
+        self.next_alloc += 1
+        self.ev(tid, "cudaMalloc", rc=0, dev=dev, ptr=hex(ptr), size=size, alloc=a, stack="0xa110c")
+        return a
+
+    def init(self, tid, dev, rank, nranks, comm=0, key=KEY, call="ncclCommInitRank"):
+        self.ev(tid, call, rc=0, dev=dev, stack="0x1417", comm=comm, key_hi=hex(key[0]),
+                key_lo=hex(key[1]), rank=rank, nranks=nranks)
+
+    def allreduce(self, tid, dev, rank, nranks, site, count, dtype="f32", op="sum", stream_ord=0,
+                  alloc=0, comm=0):
+        self.ev(tid, "ncclAllReduce", rc=0, dev=dev, stack="0x5747c", stream=hex(0x7000 + stream_ord),
+                comm=comm, rank=rank, nranks=nranks, site=hex(site), count=count, dtype=dtype, op=op,
+                send_alloc=alloc, send_off=0, recv_alloc=alloc, recv_off=0,
+                send_ptr=hex(0x7f0000000000 + alloc * 0x10000000),
+                recv_ptr=hex(0x7f0000000000 + alloc * 0x10000000), stream_ord=stream_ord,
+                capturing=0, path=0, reason=2)
+
+    def write(self):
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "w") as f:
+            f.write("\n".join(self.lines) + "\n")
+
+
+# DDP-like: 4 buckets, one stream, 12 steps; 2 processes. `swap` puts another site at one call.
+BUCKETS = [(0xa1, 1 << 20), (0xb2, 3 << 18), (0xc3, 1 << 18), (0xd4, 5 << 16)]  # site, count
+
+
+def ddp(name, steps=12, swap=None, ranks=(0, 1), streams=None):
+    for r in ranks:
+        t = Trace(os.path.join(HERE, name, f"rank{r}.trace"), 1000 + r, r, "python3 ddp_train.py")
+        t.init(1, r, r, 2)
+        allocs = [t.malloc(1, r, count * 4, 0x7f0000000000 + (i + 1) * 0x10000000)
+                  for i, (_, count) in enumerate(BUCKETS)]
+        n = 0
+        for _ in range(steps):
+            for i, (site, count) in enumerate(BUCKETS):
+                if swap and swap[0] == r and swap[1] == n:
+                    site = swap[2]
+                so = streams[i] if streams else 0
+                t.allreduce(1, r, r, 2, site, count, "f32", stream_ord=so, alloc=allocs[i])
+                n += 1
+        t.write()
+
+
+def sweep_one_process(name, nranks=4, iters=20):
+    """nccl-tests-like: one thread drives every GPU, each size inside ncclGroupStart/End."""
+    t = Trace(os.path.join(HERE, name, "all.trace"), 2000, 0, "all_reduce_perf")
+    for r in range(nranks):
+        t.init(1, r, r, nranks, call="ncclCommInitAll")
+    buf = [t.malloc(1, r, 1 << 22, 0x7e0000000000 + r * 0x10000000) for r in range(nranks)]
+    for k in range(8):
+        count = 256 << k
+        site = 0x5100 + k
+        for _ in range(iters):
+            t.ev(1, "ncclGroupStart", rc=0, dev=0, depth=1)
+            for r in range(nranks):
+                t.allreduce(1, r, r, nranks, site, count, "bf16", alloc=buf[r])
+            t.ev(1, "ncclGroupEnd", rc=0, dev=0, depth=0)
+    t.write()
+
+
+ddp("ddp2")
+ddp("differ2", swap=(1, 5, 0xee))  # rank 1, call 6 (step 2, bucket B): another site
+ddp("twostreams2", streams=[0, 1, 0, 1])
+ddp("incomplete", ranks=(0,))
+sweep_one_process("sweep4")
