@@ -1,0 +1,235 @@
+/* A small CUDA + NCCL 'program' for the interposition tests, linked against the FAKE libcudart
+ * and libnccl of tests/fakes (CPU only). test_interpose.c runs it with and without
+ * LD_PRELOAD=libsymmpin.so and checks its exit status, its output and the trace it leaves.
+ * Every check here is on values the fakes compute; the program prints "ok <scenario>" and exits 0
+ * when all pass, "FAIL ..." and exits 1 otherwise. */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_control.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+/* Distinct call sites (noinline: each is its own return address in this binary; different
+ * bodies, or the compiler's identical-code folding would merge them into one). */
+static volatile int site_b_calls;
+__attribute__((noinline)) static ncclResult_t site_a(const void *s, void *r, size_t n,
+                                                     ncclComm_t c, cudaStream_t st) {
+  return ncclAllReduce(s, r, n, ncclFloat32, ncclSum, c, st);
+}
+__attribute__((noinline)) static ncclResult_t site_b(const void *s, void *r, size_t n,
+                                                     ncclComm_t c, cudaStream_t st) {
+  ncclResult_t rc = ncclAllReduce(s, r, n, ncclFloat32, ncclSum, c, st);
+  site_b_calls++;
+  return rc;
+}
+
+static void fill(float *p, size_t n, float v) {
+  for (size_t i = 0; i < n; i++) p[i] = v + (float)i;
+}
+
+static int all_equal_scaled(const float *r, const float *s, size_t n, float k) {
+  for (size_t i = 0; i < n; i++)
+    if (r[i] != s[i] * k) return 0;
+  return 1;
+}
+
+/* The trace checked by test_interpose.c "basic": 2 cudaMalloc, 1 cudaMallocAsync, 1 ncclMemAlloc,
+ * comm 0 (rank 1 of 2), its split (comm 1), 4 all-reduces at site_a, 2 at site_b, streams 0x10
+ * and 0x20, one all-reduce while "capturing", one inside a group. */
+static void basic(void) {
+  float *send = NULL, *recv = NULL, *nm = NULL, *as = NULL;
+  const size_t n = 256;
+  CHECK(cudaMalloc((void **)&send, n * sizeof(float)) == cudaSuccess, "cudaMalloc send");
+  CHECK(cudaMalloc((void **)&recv, n * sizeof(float)) == cudaSuccess, "cudaMalloc recv");
+  CHECK(cudaMallocAsync((void **)&as, 4096, (cudaStream_t)0x10) == cudaSuccess, "mallocAsync");
+  CHECK(ncclMemAlloc((void **)&nm, 4096) == ncclSuccess, "ncclMemAlloc");
+  if (failures) return;
+  fill(send, n, 1.0f);
+
+  ncclUniqueId id;
+  ncclComm_t comm;
+  CHECK(ncclGetUniqueId(&id) == ncclSuccess, "unique id");
+  CHECK(ncclCommInitRank(&comm, 2, id, 1) == ncclSuccess, "init");
+  cudaStream_t s1 = (cudaStream_t)0x10, s2 = (cudaStream_t)0x20;
+
+  for (int i = 0; i < 3; i++) {
+    memset(recv, 0, n * sizeof(float));
+    CHECK(site_a(send, recv, n, comm, s1) == ncclSuccess, "site_a");
+    CHECK(all_equal_scaled(recv, send, n, 2.0f), "site_a result");
+  }
+  /* Same site, other shape (count): another site id, the same stack. Offsets into buffers. */
+  CHECK(site_a(send + 16, recv + 32, 64, comm, s2) == ncclSuccess, "site_a offset");
+  CHECK(all_equal_scaled(recv + 32, send + 16, 64, 2.0f), "site_a offset result");
+  CHECK(site_b(send, recv, n, comm, s1) == ncclSuccess, "site_b");
+  fake_cuda_set_capturing(1);
+  CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  CHECK(site_b(nm, nm, 8, comm, s2) == ncclSuccess, "site_b in group, in place");
+  CHECK(ncclGroupEnd() == ncclSuccess, "group end");
+  fake_cuda_set_capturing(0);
+
+  ncclComm_t child;
+  CHECK(ncclCommSplit(comm, 3, 0, &child, NULL) == ncclSuccess, "split");
+  CHECK(ncclAllReduce(send, recv, 4, ncclFloat32, ncclSum, child, s1) == ncclSuccess, "child");
+  CHECK(ncclCommFinalize(child) == ncclSuccess, "finalize");
+  CHECK(ncclCommDestroy(child) == ncclSuccess, "destroy child");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+
+  CHECK(ncclMemFree(nm) == ncclSuccess, "ncclMemFree");
+  CHECK(cudaFreeAsync(as, s1) == cudaSuccess, "freeAsync");
+  CHECK(cudaFree(recv) == cudaSuccess, "free recv");
+  CHECK(cudaFree(send) == cudaSuccess, "free send");
+  /* The fakes ran every call once. */
+  CHECK(fake_nccl_count("ncclAllReduce") == 7, "fake all-reduces %ld", fake_nccl_count("ncclAllReduce"));
+  CHECK(fake_cuda_count("cudaMalloc") == 2, "fake mallocs %ld", fake_cuda_count("cudaMalloc"));
+  CHECK(fake_nccl_count("ncclCommDestroy") == 2, "fake destroys");
+}
+
+/* Injected errors come back unchanged. */
+static void errors(void) {
+  void *p = NULL;
+  fake_cuda_fail_next("cudaMalloc", cudaErrorMemoryAllocation);
+  CHECK(cudaMalloc(&p, 64) == cudaErrorMemoryAllocation, "cudaMalloc error");
+  fake_cuda_fail_next("cudaFree", cudaErrorInvalidValue);
+  CHECK(cudaFree((void *)0x1234) == cudaErrorInvalidValue, "cudaFree error");
+  ncclUniqueId id;
+  ncclComm_t comm;
+  ncclGetUniqueId(&id);
+  fake_nccl_fail_next("ncclCommInitRank", ncclSystemError);
+  CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclSystemError, "init error");
+  CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "init");
+  float buf[4] = {1, 2, 3, 4};
+  fake_nccl_fail_next("ncclAllReduce", ncclInvalidUsage);
+  CHECK(ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidUsage,
+        "allreduce error");
+  /* An argument error the fake itself detects. */
+  CHECK(ncclAllReduce(NULL, buf, 4, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument,
+        "allreduce argument error");
+  fake_nccl_fail_next("ncclGroupEnd", ncclInternalError);
+  ncclGroupStart();
+  CHECK(ncclGroupEnd() == ncclInternalError, "group end error");
+  fake_nccl_fail_next("ncclCommDestroy", ncclInternalError);
+  CHECK(ncclCommDestroy(comm) == ncclInternalError, "destroy error");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+}
+
+/* The fake's cudaMalloc calls cudaMalloc/cudaFree from inside itself. */
+static void reentrant(void) {
+  fake_cuda_set_nested(1);
+  void *p[3];
+  for (int i = 0; i < 3; i++) CHECK(cudaMalloc(&p[i], 128) == cudaSuccess, "malloc");
+  for (int i = 0; i < 3; i++) CHECK(cudaFree(p[i]) == cudaSuccess, "free");
+  CHECK(fake_cuda_count("cudaMalloc") == 6, "fake mallocs %ld", fake_cuda_count("cudaMalloc"));
+  CHECK(fake_cuda_count("cudaFree") == 6, "fake frees %ld", fake_cuda_count("cudaFree"));
+}
+
+/* Threads, each with its own communicator, all at once. */
+#define THREADS 8
+#define THREAD_CALLS 2000
+static void *thread_main(void *arg) {
+  long t = (long)arg;
+  ncclUniqueId id;
+  ncclComm_t comm;
+  ncclGetUniqueId(&id);
+  if (ncclCommInitRank(&comm, 1 + (int)(t % 3), id, 0) != ncclSuccess) return (void *)1;
+  int nr = 1 + (int)(t % 3);
+  float *send, *recv;
+  if (cudaMalloc((void **)&send, 64 * sizeof(float)) != cudaSuccess) return (void *)2;
+  if (cudaMalloc((void **)&recv, 64 * sizeof(float)) != cudaSuccess) return (void *)3;
+  fill(send, 64, (float)t);
+  for (int i = 0; i < THREAD_CALLS; i++) {
+    if (site_a(send, recv, 1 + (size_t)(i % 64), comm, (cudaStream_t)(0x100 + t)) != ncclSuccess)
+      return (void *)4;
+    if (recv[0] != send[0] * (float)nr) return (void *)5;
+    if (i % 50 == 0) { /* allocations racing the all-reduces' lookups */
+      void *p;
+      if (cudaMalloc(&p, 256) != cudaSuccess || cudaFree(p) != cudaSuccess) return (void *)6;
+    }
+  }
+  cudaFree(send);
+  cudaFree(recv);
+  return ncclCommDestroy(comm) == ncclSuccess ? NULL : (void *)7;
+}
+
+static void threads(void) {
+  pthread_t th[THREADS];
+  for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, thread_main, (void *)t);
+  for (int t = 0; t < THREADS; t++) {
+    void *r;
+    pthread_join(th[t], &r);
+    CHECK(r == NULL, "thread %d failed at step %ld", t, (long)r);
+  }
+  CHECK(fake_nccl_count("ncclAllReduce") == THREADS * THREAD_CALLS, "fake all-reduces");
+}
+
+/* Non-blocking init: rank and size are learned at a later all-reduce. */
+static void nonblocking(void) {
+  fake_nccl_set_inprogress_queries(2);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclUniqueId id;
+  ncclComm_t comm;
+  ncclGetUniqueId(&id);
+  CHECK(ncclCommInitRankConfig(&comm, 4, id, 3, &cfg) == ncclInProgress, "init in progress");
+  ncclComm_t child;
+  CHECK(ncclCommSplit(comm, 0, 0, &child, &cfg) == ncclInProgress, "split in progress");
+  float buf[8] = {1};
+  for (int i = 0; i < 4; i++)
+    CHECK(ncclAllReduce(buf, buf, 8, ncclFloat32, ncclMax, child, NULL) == ncclSuccess, "ar");
+  ncclComm_t none = (ncclComm_t)0x1;
+  CHECK(ncclCommSplit(comm, NCCL_SPLIT_NOCOLOR, 0, &none, NULL) == ncclSuccess && none == NULL,
+        "nocolor split");
+  ncclCommDestroy(child);
+  ncclCommDestroy(comm);
+}
+
+/* One thread drives every rank of an InitAll communicator. */
+static void initall(void) {
+  ncclComm_t comms[3];
+  int devs[3] = {2, 0, 1};
+  CHECK(ncclCommInitAll(comms, 3, devs) == ncclSuccess, "init all");
+  float bufs[3][16];
+  ncclGroupStart();
+  for (int r = 0; r < 3; r++) {
+    fill(bufs[r], 16, (float)r);
+    CHECK(ncclAllReduce(bufs[r], bufs[r], 16, ncclFloat32, ncclSum, comms[r], NULL) ==
+              ncclSuccess, "ar %d", r);
+  }
+  ncclGroupEnd();
+  for (int r = 0; r < 3; r++) CHECK(bufs[r][1] == (1.0f + (float)r) * 3, "result %d", r);
+  for (int r = 0; r < 3; r++) ncclCommDestroy(comms[r]);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s basic|errors|reentrant|threads|nonblocking|initall\n", argv[0]);
+    return 2;
+  }
+  const char *s = argv[1];
+  if (!strcmp(s, "basic")) basic();
+  else if (!strcmp(s, "errors")) errors();
+  else if (!strcmp(s, "reentrant")) reentrant();
+  else if (!strcmp(s, "threads")) threads();
+  else if (!strcmp(s, "nonblocking")) nonblocking();
+  else if (!strcmp(s, "initall")) initall();
+  else {
+    fprintf(stderr, "unknown scenario %s\n", s);
+    return 2;
+  }
+  if (failures) return 1;
+  printf("ok %s\n", s);
+  return 0;
+}

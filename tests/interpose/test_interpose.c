@@ -1,0 +1,442 @@
+/* interpose/ tests: the guard, stack hashes and real-symbol lookup in-process; then libsymmpin.so
+ * preloaded under small programs that use the FAKE libcudart.so.13 / libnccl.so.2 of tests/fakes
+ * (CPU only): calls reach wrapper and fake, results and error codes pass through, re-entrant
+ * calls are not recorded, threads with their own communicators are safe, NCCL loaded RTLD_LOCAL is
+ * found, missing NCCL fails cleanly; each checked by exit status, output and the trace written. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interpose/callsite.h"
+#include "interpose/guard.h"
+#include "interpose/real.h"
+#include "planner/trace.h"
+#include "child.h"
+
+/* ---- in-process units ---- */
+
+/* Some code of this executable (the module the interpose core is linked into, i.e. "ours"). */
+__attribute__((noinline)) static int local_code(int x) { return x * 3 + 1; }
+
+Test(guard, nests_per_thread) {
+  cr_assert(!symmpin_guard_active());
+  symmpin_guard_enter();
+  symmpin_guard_enter();
+  cr_assert(symmpin_guard_active());
+  symmpin_guard_leave();
+  cr_assert(symmpin_guard_active());
+  symmpin_guard_leave();
+  cr_assert(!symmpin_guard_active());
+}
+
+static void *guard_other_thread(void *arg) {
+  (void)arg;
+  return (void *)(long)symmpin_guard_active();
+}
+
+Test(guard, other_threads_unaffected) {
+  symmpin_guard_enter();
+  pthread_t t;
+  void *r;
+  pthread_create(&t, NULL, guard_other_thread, NULL);
+  pthread_join(t, &r);
+  symmpin_guard_leave();
+  cr_assert_eq((long)r, 0);
+}
+
+Test(callsite, frame_hash_stable_and_distinct) {
+  /* Two addresses in libc (another module than this test) and one in this program. */
+  const void *a = (const void *)&strlen, *b = (const void *)&memcpy, *c = (const void *)&local_code;
+  uint64_t ha = symmpin_callsite_frame_hash(a);
+  cr_assert_eq(ha, symmpin_callsite_frame_hash(a), "cached value differs from first value");
+  cr_assert_neq(ha, symmpin_callsite_frame_hash(b));
+  cr_assert_neq(ha, symmpin_callsite_frame_hash(c));
+  cr_assert_neq(ha, 0);
+}
+
+Test(callsite, frames_order_and_count_matter) {
+  void *f1[2] = {(void *)&strlen, (void *)&memcpy};
+  void *f2[2] = {(void *)&memcpy, (void *)&strlen};
+  uint64_t h12 = symmpin_callsite_hash_frames(f1, 2), h21 = symmpin_callsite_hash_frames(f2, 2);
+  cr_assert_neq(h12, h21);
+  cr_assert_neq(h12, symmpin_callsite_hash_frames(f1, 1));
+  cr_assert_eq(h12, symmpin_callsite_hash_frames(f1, 2));
+}
+
+Test(callsite, frames_in_our_module_are_skipped) {
+  /* Everything in this executable counts as "ours" (the interpose core is linked into it), so a
+   * stack of [ours, libc] hashes like [libc]. */
+  void *with[2] = {(void *)&local_code, (void *)&strlen};
+  void *without[1] = {(void *)&strlen};
+  cr_assert_eq(symmpin_callsite_hash_frames(with, 2), symmpin_callsite_hash_frames(without, 1));
+}
+
+Test(callsite, depth_clamped) {
+  symmpin_callsite_set_depth(0);
+  cr_assert_eq(symmpin_callsite_depth(), 1);
+  symmpin_callsite_set_depth(1000);
+  cr_assert_eq(symmpin_callsite_depth(), SYMMPIN_STACK_DEPTH_MAX);
+  symmpin_callsite_set_depth(4);
+  cr_assert_eq(symmpin_callsite_depth(), 4);
+  /* Deeper stacks see more frames: from here the hashes of depth 1 and 4 differ. */
+  uint64_t h4 = symmpin_callsite_stack(__builtin_return_address(0));
+  symmpin_callsite_set_depth(1);
+  uint64_t h1 = symmpin_callsite_stack(__builtin_return_address(0));
+  cr_assert_neq(h4, h1);
+}
+
+Test(real, lookup_and_ours) {
+  cr_assert(symmpin_real_is_ours((const void *)&local_code));
+  cr_assert(!symmpin_real_is_ours((const void *)&strlen));
+  /* No NCCL in this process: nothing found, no crash. */
+  cr_assert_null(symmpin_real_lookup(SYMMPIN_REAL_NCCL, "ncclAllReduce"));
+  /* A function that exists further down the search order is found. */
+  cr_assert_eq(symmpin_real_lookup(SYMMPIN_REAL_CUDART, "strlen"), dlsym(RTLD_DEFAULT, "strlen"));
+  static symmpin_real_sym s = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_NCCL, ncclGroupStart);
+  cr_assert_null(symmpin_real_get(&s));
+  cr_assert_null(symmpin_real_get(&s)); /* retried, warned once */
+}
+
+/* ---- libsymmpin.so under the fake programs ---- */
+
+typedef struct run_ctx {
+  char dir[256];
+  char trace_env[512];
+  spawn_result r;
+} run_ctx;
+
+static spawn_result *app(run_ctx *x, const char *scenario, bool preload, const char *e1,
+                         const char *e2) {
+  spawn_tmpdir(x->dir, sizeof x->dir);
+  cr_assert(x->dir[0]);
+  snprintf(x->trace_env, sizeof x->trace_env, "SYMMPIN_TRACE=%s/trace.%%r.%%p", x->dir);
+  /* Peers of the fake communicators never show up: keep any agreement wait short. */
+  const char *env[] = {x->trace_env, "SYMMPIN_TIMEOUT_MS=200", e1, e2, NULL};
+  if (!e1) env[2] = NULL;
+  else if (!e2) env[3] = NULL;
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_APP"), (char *)scenario, NULL};
+  cr_assert(spawn_run(argv, env, preload, &x->r));
+  return &x->r;
+}
+
+static void read_trace(run_ctx *x, symmpin_trace_file *tf) {
+  char path[512];
+  cr_assert(spawn_find(x->dir, "trace.", path, sizeof path), "no trace file in %s", x->dir);
+  cr_assert_eq(symmpin_trace_read(path, tf), SYMMPIN_OK, "cannot read %s", path);
+  cr_assert_eq(tf->skipped, 0);
+}
+
+static size_t count_calls(const symmpin_trace_file *tf, symmpin_trace_call call) {
+  size_t n = 0;
+  for (size_t i = 0; i < tf->nevents; i++) n += tf->events[i].call == call;
+  return n;
+}
+
+/* The i-th event of a kind (NULL if fewer). */
+static const symmpin_trace_event *nth(const symmpin_trace_file *tf, symmpin_trace_call call,
+                                      size_t i) {
+  for (size_t k = 0; k < tf->nevents; k++)
+    if (tf->events[k].call == call && i-- == 0) return &tf->events[k];
+  return NULL;
+}
+
+Test(preloaded, fakes_alone_work, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "basic", false, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  char p[512];
+  cr_assert(!spawn_find(x.dir, "trace.", p, sizeof p), "trace without symmpin");
+}
+
+Test(preloaded, basic_trace, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "basic", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  cr_assert(strstr(r->out, "ok basic"), "%s", r->out);
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  /* Named after the first communicator's rank (1) and the pid. */
+  cr_assert(strstr(tf.path, "/trace.1."), "%s", tf.path);
+  cr_assert_eq(tf.header.rank, 1);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_MALLOC), 2);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_FREE), 2);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_MALLOC_ASYNC), 1);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_FREE_ASYNC), 1);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_NCCL_MEM_ALLOC), 1);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_NCCL_MEM_FREE), 1);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_ALL_REDUCE), 7);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_DESTROY), 2);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_FINALIZE), 1);
+
+  const symmpin_trace_event *send_alloc = nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 0);
+  const symmpin_trace_event *recv_alloc = nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 1);
+  const symmpin_trace_event *nccl_alloc = nth(&tf, SYMMPIN_TRACE_NCCL_MEM_ALLOC, 0);
+  cr_assert_eq(send_alloc->size, 256 * sizeof(float));
+  cr_assert_neq(send_alloc->alloc, 0);
+  cr_assert_neq(send_alloc->alloc, recv_alloc->alloc);
+  cr_assert_neq(send_alloc->stack, recv_alloc->stack); /* two call lines */
+
+  const symmpin_trace_event *init = nth(&tf, SYMMPIN_TRACE_COMM_INIT_RANK, 0);
+  cr_assert_eq(init->comm, 0);
+  cr_assert_eq(init->rank, 1);
+  cr_assert_eq(init->nranks, 2);
+  cr_assert_eq(init->rc, 0);
+
+  const symmpin_trace_event *a[7];
+  for (int i = 0; i < 7; i++) a[i] = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, (size_t)i);
+  /* Three calls at site_a with one shape: one site, one stack. */
+  cr_assert_eq(a[0]->site, a[1]->site);
+  cr_assert_eq(a[0]->site, a[2]->site);
+  cr_assert_neq(a[0]->site, 0);
+  /* site_a with another count: same stack, another site. */
+  cr_assert_eq(a[3]->stack, a[0]->stack);
+  cr_assert_neq(a[3]->site, a[0]->site);
+  /* site_b, same shape as a[0]: another stack, another site. */
+  cr_assert_neq(a[4]->stack, a[0]->stack);
+  cr_assert_neq(a[4]->site, a[0]->site);
+  /* Buffers resolved to allocation + offset. */
+  cr_assert_eq(a[0]->send_alloc, send_alloc->alloc);
+  cr_assert_eq(a[0]->recv_alloc, recv_alloc->alloc);
+  cr_assert_eq(a[0]->send_off, 0);
+  cr_assert_eq(a[3]->send_off, 16 * sizeof(float));
+  cr_assert_eq(a[3]->recv_off, 32 * sizeof(float));
+  cr_assert_eq(a[5]->send_alloc, nccl_alloc->alloc);
+  cr_assert_eq(a[5]->recv_alloc, nccl_alloc->alloc);
+  /* Streams 0x10 and 0x20: ordinals 0 and 1 in order of first use. */
+  cr_assert_eq(a[0]->stream_ord, 0);
+  cr_assert_eq(a[3]->stream_ord, 1);
+  cr_assert_eq(a[4]->stream_ord, 0);
+  cr_assert_eq(a[5]->stream_ord, 1);
+  /* Capture flag from cudaStreamGetCaptureInfo. */
+  cr_assert_eq(a[4]->capturing, 0);
+  cr_assert_eq(a[5]->capturing, 1);
+  for (int i = 0; i < 6; i++) {
+    cr_assert_eq(a[i]->comm, 0);
+    cr_assert_eq(a[i]->count, i == 3 ? 64u : i == 5 ? 8u : 256u);
+    cr_assert_eq(a[i]->dtype, 7); /* float32 */
+    cr_assert_eq(a[i]->op, 0);    /* sum */
+    cr_assert_eq(a[i]->rc, 0);
+    cr_assert_eq(a[i]->path, SYMMPIN_PATH_NCCL);
+  }
+  /* The split: ordinal 1, parent 0, color 3; its all-reduce learned rank/size from NCCL. */
+  const symmpin_trace_event *split = nth(&tf, SYMMPIN_TRACE_COMM_SPLIT, 0);
+  cr_assert_eq(split->comm, 1);
+  cr_assert_eq(split->parent, 0);
+  cr_assert_eq(split->color, 3);
+  cr_assert_eq(a[6]->comm, 1);
+  cr_assert_eq(a[6]->rank, 1);
+  cr_assert_eq(a[6]->nranks, 2);
+  /* Group depth after start/end. */
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_GROUP_START, 0)->depth, 1);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_GROUP_END, 0)->depth, 0);
+  /* Frees name the allocation they end. */
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_NCCL_MEM_FREE, 0)->alloc, nccl_alloc->alloc);
+  /* Sequence numbers run 1..n. */
+  for (size_t i = 0; i < tf.nevents; i++) cr_assert_eq(tf.events[i].seq, i + 1);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(preloaded, ids_identical_across_runs, .timeout = 60) {
+  /* ASLR moves every module between runs; stack hashes and site ids must not move. */
+  run_ctx x1, x2;
+  cr_assert_eq(app(&x1, "basic", true, NULL, NULL)->status, 0);
+  cr_assert_eq(app(&x2, "basic", true, NULL, NULL)->status, 0);
+  symmpin_trace_file t1, t2;
+  read_trace(&x1, &t1);
+  read_trace(&x2, &t2);
+  cr_assert_eq(t1.nevents, t2.nevents);
+  size_t compared = 0;
+  for (size_t i = 0; i < t1.nevents; i++) {
+    cr_assert_eq(t1.events[i].call, t2.events[i].call);
+    cr_assert_eq(t1.events[i].stack, t2.events[i].stack, "event %zu", i);
+    cr_assert_eq(t1.events[i].site, t2.events[i].site, "event %zu", i);
+    compared += t1.events[i].site != 0;
+  }
+  cr_assert_eq(compared, 7);
+  symmpin_trace_file_free(&t1);
+  symmpin_trace_file_free(&t2);
+}
+
+Test(preloaded, disabled_is_pure_passthrough, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "basic", true, "SYMMPIN_DISABLE=yes", "SYMMPIN_STATS=1");
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  char p[512];
+  cr_assert(!spawn_find(x.dir, "trace.", p, sizeof p), "SYMMPIN_DISABLE still traced");
+  cr_assert_null(strstr(r->out, "symmpin stats"), "%s", r->out);
+}
+
+Test(preloaded, errors_pass_through, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "errors", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 0)->rc, 2); /* cudaErrorMemoryAllocation */
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 0)->alloc, 0);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_INIT_RANK, 0)->rc, 2); /* ncclSystemError */
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_INIT_RANK, 0)->comm, -1);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_INIT_RANK, 1)->comm, 0);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 0)->rc, 5); /* ncclInvalidUsage */
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 1)->rc, 4); /* ncclInvalidArgument */
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_GROUP_END, 0)->rc, 3);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_DESTROY, 0)->rc, 3);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_DESTROY, 1)->rc, 0);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(preloaded, reentrant_calls_not_recorded, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "reentrant", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out); /* the fake ran 6 mallocs and 6 frees */
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_MALLOC), 3);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_FREE), 3);
+  /* Each recorded free matches a recorded malloc (the inner ones never entered the map). */
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_FREE, (size_t)i)->alloc,
+                 nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, (size_t)i)->alloc);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(preloaded, threads_with_own_comms, .timeout = 120) {
+  run_ctx x;
+  spawn_result *r = app(&x, "threads", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_ALL_REDUCE), 8 * 2000);
+  /* Per thread: one communicator ordinal, one stream ordinal; ordinals differ between threads. */
+  uint64_t tids[8] = {0};
+  int comm_of[8];
+  int nt = 0;
+  for (size_t i = 0; i < tf.nevents; i++) {
+    const symmpin_trace_event *e = &tf.events[i];
+    if (e->call != SYMMPIN_TRACE_ALL_REDUCE) continue;
+    int k = 0;
+    while (k < nt && tids[k] != e->tid) k++;
+    if (k == nt) {
+      cr_assert_lt(nt, 8);
+      tids[nt] = e->tid;
+      comm_of[nt++] = e->comm;
+    }
+    cr_assert_eq(e->comm, comm_of[k]);
+    cr_assert_eq(e->stream_ord, 0);
+    cr_assert_eq(e->rc, 0);
+    cr_assert_neq(e->send_alloc, 0);
+  }
+  cr_assert_eq(nt, 8);
+  for (int i = 0; i < 8; i++)
+    for (int j = i + 1; j < 8; j++) cr_assert_neq(comm_of[i], comm_of[j]);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(preloaded, nonblocking_rank_learned_lazily, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "nonblocking", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  const symmpin_trace_event *init = nth(&tf, SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG, 0);
+  cr_assert_eq(init->rc, 7); /* ncclInProgress */
+  cr_assert_eq(init->comm, 0);
+  cr_assert_eq(init->rank, 3);
+  /* The fake answers ncclInProgress twice: rank unknown for two calls, then 3 of 4. */
+  int expect_rank[4] = {-1, -1, 3, 3};
+  for (int i = 0; i < 4; i++) {
+    const symmpin_trace_event *e = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, (size_t)i);
+    cr_assert_eq(e->comm, 1);
+    cr_assert_eq(e->rank, expect_rank[i], "call %d", i);
+    cr_assert_eq(e->op, 2); /* max */
+  }
+  const symmpin_trace_event *nocolor = nth(&tf, SYMMPIN_TRACE_COMM_SPLIT, 1);
+  cr_assert_eq(nocolor->comm, -1);
+  cr_assert_eq(nocolor->color, -1);
+  cr_assert_eq(nocolor->parent, 0);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(preloaded, init_all_one_ordinal, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "initall", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  int devs[3] = {2, 0, 1};
+  for (int i = 0; i < 3; i++) {
+    const symmpin_trace_event *e = nth(&tf, SYMMPIN_TRACE_COMM_INIT_ALL, (size_t)i);
+    cr_assert_eq(e->comm, 0);
+    cr_assert_eq(e->rank, i);
+    cr_assert_eq(e->nranks, 3);
+    cr_assert_eq(e->device, devs[i]);
+    const symmpin_trace_event *a = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, (size_t)i);
+    cr_assert_eq(a->comm, 0);
+    cr_assert_eq(a->rank, i);
+    cr_assert_eq(a->device, devs[i]);
+  }
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_INIT_ALL, 0)->key_hi,
+               nth(&tf, SYMMPIN_TRACE_COMM_INIT_ALL, 2)->key_hi);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(preloaded, stats_table_and_json, .timeout = 30) {
+  run_ctx x;
+  char stats_env[512];
+  spawn_tmpdir(x.dir, sizeof x.dir);
+  snprintf(stats_env, sizeof stats_env, "SYMMPIN_STATS_FILE=%s/stats.%%r.json", x.dir);
+  const char *env[] = {"SYMMPIN_STATS=on", stats_env, NULL};
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_APP"), "basic", NULL};
+  cr_assert(spawn_run(argv, env, true, &x.r));
+  cr_assert_eq(x.r.status, 0, "%s", x.r.out);
+  cr_assert(strstr(x.r.out, "symmpin stats: 2 communicator(s)"), "%s", x.r.out);
+  char path[512];
+  cr_assert(spawn_find(x.dir, "stats.1.json", path, sizeof path));
+  FILE *f = fopen(path, "r");
+  static char json[65536];
+  size_t n = fread(json, 1, sizeof json - 1, f);
+  json[n] = '\0';
+  fclose(f);
+  /* site_a's three calls of 256 floats: 3 calls, 3 KiB, all to NCCL (warm-up, or the stand-in
+   * engine), and the reason counted 3 times. */
+  cr_assert(strstr(json, "\"count\": 256, \"dtype\": \"f32\", \"op\": \"sum\", \"calls\": 3, "
+                         "\"bytes\": 3072, \"redirected\": 0, \"nccl\": 3, \"reasons\": {\""),
+            "%s", json);
+  cr_assert(strstr(json, "\": 3}"), "%s", json);
+  cr_assert(strstr(json, "\"ordinal\": 1, \"rank\": 1, \"nranks\": 2"), "%s", json);
+}
+
+Test(preloaded, bad_config_warns_and_runs, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "basic", true, "SYMMPIN_WARMUP=lots", "SYMMPIN_DEBUG=INFO");
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  cr_assert(strstr(r->out, "symmpin WARN"), "%s", r->out);
+  cr_assert(strstr(r->out, "SYMMPIN_WARMUP=\"lots\" is not a valid"), "%s", r->out);
+  cr_assert(strstr(r->out, "SYMMPIN_DEBUG=INFO"), "%s", r->out);
+}
+
+Test(preloaded, nccl_loaded_rtld_local, .timeout = 30) {
+  spawn_result r;
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "local",
+                  (char *)spawn_path("SYMMPIN_TEST_USERLIB"), NULL};
+  const char *env[] = {"SYMMPIN_DEBUG=TRACE", NULL};
+  cr_assert(spawn_run(argv, env, true, &r));
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  cr_assert(strstr(r.out, "rc=0 value=3"), "%s", r.out); /* 1.5 summed over the fake's 2 ranks */
+  cr_assert(strstr(r.out, "real ncclAllReduce at"), "%s", r.out);
+  cr_assert(strstr(r.out, "via libnccl.so.2 (RTLD_NOLOAD)"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "ncclAllReduce at 0x0"), "%s", r.out);
+}
+
+Test(preloaded, nccl_not_loaded_fails_cleanly, .timeout = 30) {
+  spawn_result r;
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "nonccl", NULL};
+  cr_assert(spawn_run(argv, NULL, true, &r));
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  cr_assert(strstr(r.out, "rc=2 value=1"), "%s", r.out); /* ncclSystemError, buffer untouched */
+  cr_assert(strstr(r.out, "cannot find the real ncclAllReduce"), "%s", r.out);
+}
