@@ -280,7 +280,7 @@ static symmpin_status collect_groups(builder *b) {
     }
   }
   if (!u64vec_push(&b->run_start, b->members.n)) goto nomem; /* sentinel */
-  qsort(b->grouped.v, b->grouped.n, sizeof(uint64_t), cmp_u64);
+  if (b->grouped.n) qsort(b->grouped.v, b->grouped.n, sizeof(uint64_t), cmp_u64);
   size_t u = 0;
   for (size_t k = 0; k < b->grouped.n; k++)
     if (u == 0 || b->grouped.v[k] != b->grouped.v[u - 1]) b->grouped.v[u++] = b->grouped.v[k];
@@ -291,45 +291,51 @@ nomem:
   return SYMMPIN_ERR_NOMEM;
 }
 
+/* Per-stream maxima for the lower bound: a short list (a communicator uses a few streams). */
+typedef struct {
+  u64vec stream, best;
+} stream_max;
+
+static bool stream_max_put(stream_max *m, int stream, uint64_t bytes) {
+  size_t k = 0;
+  while (k < m->stream.n && m->stream.v[k] != (uint64_t)stream) k++;
+  if (k == m->stream.n && !(u64vec_push(&m->stream, (uint64_t)stream) && u64vec_push(&m->best, 0)))
+    return false;
+  if (bytes > m->best.v[k]) m->best.v[k] = bytes;
+  return true;
+}
+
 /* The most slot bytes that can be in flight at once: per stream, the largest pinned slot or the
  * largest group of pinned slots on it, whichever is more; summed over streams (streams are never
- * ordered, so all can be busy at once). */
+ * ordered, so all can be busy at once). 0 if out of memory (a report value only). */
 static uint64_t lower_bound(const builder *b, const symmpin_plan *plan) {
-  u64vec streams = {0}, best = {0};
-  uint64_t total = 0;
+  stream_max m = {{0}, {0}};
   bool ok = true;
-#define BEST_FOR(stream_, bytes_)                                              \
-  do {                                                                         \
-    size_t k_ = 0;                                                             \
-    while (k_ < streams.n && streams.v[k_] != (uint64_t)(stream_)) k_++;       \
-    if (k_ == streams.n)                                                       \
-      ok = ok && u64vec_push(&streams, (uint64_t)(stream_)) && u64vec_push(&best, 0); \
-    if (ok && (bytes_) > best.v[k_]) best.v[k_] = (bytes_);                    \
-  } while (0)
   for (size_t it = 0; it < b->nitems && ok; it++) {
     const symmpin_plan_site *s = &plan->sites[b->site_of_item[it]];
-    if (s->pinned) BEST_FOR(s->stream_ord, s->slot_bytes);
+    if (s->pinned) ok = stream_max_put(&m, s->stream_ord, s->slot_bytes);
   }
   for (size_t k = 0; k + 1 < b->run_start.n && ok; k++) {
-    /* Sum per stream over this run's pinned members. Runs are short: quadratic is fine. */
-    for (size_t x = b->run_start.v[k]; x < b->run_start.v[k + 1] && ok; x++) {
-      const symmpin_slot_item *ix = &b->items[b->members.v[x]];
+    size_t lo = b->run_start.v[k], hi = b->run_start.v[k + 1];
+    /* Sum per stream over this run's pinned members (runs are short: quadratic is fine). */
+    for (size_t x = lo; x < hi && ok; x++) {
+      int stream = b->items[b->members.v[x]].stream;
       bool first_of_stream = true;
-      for (size_t y = b->run_start.v[k]; y < x; y++)
-        if (b->items[b->members.v[y]].stream == ix->stream) first_of_stream = false;
+      for (size_t y = lo; y < x; y++)
+        if (b->items[b->members.v[y]].stream == stream) first_of_stream = false;
       if (!first_of_stream) continue;
       uint64_t sum = 0;
-      for (size_t y = x; y < b->run_start.v[k + 1]; y++) {
+      for (size_t y = x; y < hi; y++) {
         const symmpin_plan_site *sy = &plan->sites[b->site_of_item[b->members.v[y]]];
-        if (b->items[b->members.v[y]].stream == ix->stream && sy->pinned) sum += sy->slot_bytes;
+        if (b->items[b->members.v[y]].stream == stream && sy->pinned) sum += sy->slot_bytes;
       }
-      BEST_FOR(ix->stream, sum);
+      ok = stream_max_put(&m, stream, sum);
     }
   }
-#undef BEST_FOR
-  for (size_t k = 0; k < best.n; k++) total += best.v[k];
-  free(streams.v);
-  free(best.v);
+  uint64_t total = 0;
+  for (size_t k = 0; k < m.best.n; k++) total += m.best.v[k];
+  free(m.stream.v);
+  free(m.best.v);
   return ok ? total : 0;
 }
 

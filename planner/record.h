@@ -4,7 +4,8 @@
  * flat blob of it.
  *
  * Group indices: the caller passes a group token (any non-zero value that is the same for all
- * calls between one ncclGroupStart and its ncclGroupEnd on the calling thread, 0 outside groups);
+ * calls between one ncclGroupStart and its ncclGroupEnd on the calling thread and differs from the
+ * previous group's, e.g. a per-thread count of outermost ncclGroupStart calls; 0 outside groups);
  * the record renumbers tokens 1, 2, ... in order of first appearance, so indices are the same on
  * every rank although tokens (thread ids, counters) are not. A group's calls must be contiguous in
  * this communicator's record, which holds because one thread issues them back to back.

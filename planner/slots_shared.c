@@ -29,6 +29,7 @@ static int cmp_u64(const void *a, const void *b) {
 bool symmpin_slots_overlap(const symmpin_slot_problem *p, size_t i, size_t j) {
   if (i == j) return false;
   if (p->items[i].stream != p->items[j].stream) return true;
+  if (p->ngrouped == 0) return false;
   uint64_t key = i < j ? ((uint64_t)i << 32 | j) : ((uint64_t)j << 32 | i);
   return bsearch(&key, p->grouped, p->ngrouped, sizeof(key), cmp_u64) != NULL;
 }

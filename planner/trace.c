@@ -343,10 +343,12 @@ static void put_header_line(out_buf *o, const char *key, const char *sval, int64
   put_str(o, "#");
   put_str(o, key);
   put_str(o, "=");
-  if (num)
-    ival < 0 ? (put_str(o, "-"), put_u64(o, (uint64_t)-ival, 10)) : put_u64(o, (uint64_t)ival, 10);
-  else
+  if (!num) {
     put_str(o, sval);
+  } else {
+    if (ival < 0) put_str(o, "-");
+    put_u64(o, ival < 0 ? (uint64_t)0 - (uint64_t)ival : (uint64_t)ival, 10);
+  }
   put_str(o, "\n");
 }
 
