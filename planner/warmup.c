@@ -9,7 +9,8 @@
 #include <string.h>
 
 static uint32_t warmup_calls(const symmpin_warmup_config *cfg) {
-  return (cfg && cfg->calls) ? cfg->calls : SYMMPIN_WARMUP_DEFAULT;
+  uint32_t n = (cfg && cfg->calls) ? cfg->calls : SYMMPIN_WARMUP_DEFAULT;
+  return n < SYMMPIN_WARMUP_MAX ? n : SYMMPIN_WARMUP_MAX;
 }
 
 symmpin_status symmpin_warmup_init(symmpin_warmup *w, const symmpin_warmup_config *cfg) {

@@ -24,11 +24,15 @@
 #define SYMMPIN_WARMUP_DEFAULT 64      /* SYMMPIN_WARMUP when unset */
 #define SYMMPIN_WARMUP_MIN_CALLS 16    /* no repeat ends warm-up before this many calls */
 #define SYMMPIN_WARMUP_MAX_PERIOD 2048 /* longer loops end warm-up by the SYMMPIN_WARMUP rule */
-#define SYMMPIN_EPOCH_MAX_INTERVAL (1ULL << 40)
+/* Records are posted on the board (32 bytes a call, SYMMPIN_BOARD_BLOB_MAX = 1 MiB), so no record
+ * may span more than 16384 calls: the warm-up limit and the epoch interval are capped there. */
+#define SYMMPIN_WARMUP_MAX 16384
+#define SYMMPIN_EPOCH_MAX_INTERVAL 16384
 
 /* What the preload passes (read once from the environment). */
 typedef struct symmpin_warmup_config {
-  uint32_t calls; /* SYMMPIN_WARMUP: the longest warm-up, in calls; 0 = SYMMPIN_WARMUP_DEFAULT */
+  uint32_t calls; /* SYMMPIN_WARMUP: the longest warm-up, in calls; 0 = SYMMPIN_WARMUP_DEFAULT;
+                   * values above SYMMPIN_WARMUP_MAX count as SYMMPIN_WARMUP_MAX */
 } symmpin_warmup_config;
 
 typedef struct symmpin_warmup {

@@ -106,5 +106,11 @@ Test(warmup, epochs_double_while_quiet) {
   symmpin_epochs_advance(&e, true); /* new sites: back to the base interval */
   cr_assert_eq(e.next, 96);
   for (int i = 0; i < 100; i++) symmpin_epochs_advance(&e, false);
-  cr_assert_leq(e.interval, SYMMPIN_EPOCH_MAX_INTERVAL);
+  cr_assert_eq(e.interval, SYMMPIN_EPOCH_MAX_INTERVAL);
+  /* every record must fit one board blob (1 MiB): 32-byte header + 32 bytes a call */
+  cr_assert_leq(32 + 32 * (uint64_t)SYMMPIN_EPOCH_MAX_INTERVAL, 1u << 20);
+  cr_assert_leq(32 + 32 * (uint64_t)SYMMPIN_WARMUP_MAX, 1u << 20);
+  symmpin_warmup_config big = {1u << 30};
+  symmpin_epochs_init(&e, &big, 0);
+  cr_assert_eq(e.interval, SYMMPIN_WARMUP_MAX);
 }
