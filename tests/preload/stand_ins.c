@@ -1,0 +1,50 @@
+/* FAKE for CPU tests: stand-ins for the two things preload_core calls outside itself, so its
+ * event handlers run in-process without CUDA or NCCL:
+ *  - interpose/query.h (CUDA device, capture state, NCCL rank/size queries), answered from the
+ *    variables below;
+ *  - preload/engine.h (the engine), which takes an all-reduce exactly when its count is
+ *    stand_in_take_count, and counts releases. */
+#include "stand_ins.h"
+
+#include "interpose/query.h"
+#include "preload/engine.h"
+
+__thread int stand_in_device;
+int stand_in_capturing;
+int stand_in_comm_rc;
+int stand_in_comm_rank = -1, stand_in_comm_nranks = -1;
+size_t stand_in_take_count = (size_t)-1;
+int stand_in_take_rc;
+int stand_in_releases;
+symmpin_engine_call stand_in_last_call;
+uint64_t stand_in_last_index;
+
+int symmpin_query_device(void) { return stand_in_device; }
+int symmpin_query_capturing(void *stream) {
+  (void)stream;
+  return stand_in_capturing;
+}
+int symmpin_query_comm(void *comm, int *rank, int *nranks) {
+  (void)comm;
+  if (stand_in_comm_rc) return stand_in_comm_rc;
+  *rank = stand_in_comm_rank;
+  *nranks = stand_in_comm_nranks;
+  return 0;
+}
+
+bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
+                              symmpin_reason *reason) {
+  stand_in_last_call = *ec;
+  stand_in_last_index = c->allreduces;
+  if (ec->call->count == stand_in_take_count) {
+    *rc = stand_in_take_rc;
+    return true;
+  }
+  *reason = SYMMPIN_REASON_WARMUP;
+  return false;
+}
+
+void symmpin_engine_comm_release(symmpin_comm *c) {
+  (void)c;
+  stand_in_releases++;
+}

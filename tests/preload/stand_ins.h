@@ -1,0 +1,20 @@
+/* FAKE for CPU tests: the knobs of stand_ins.c (query and engine stand-ins). */
+#ifndef SYMMPIN_TESTS_STAND_INS_H
+#define SYMMPIN_TESTS_STAND_INS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "preload/engine.h"
+
+extern __thread int stand_in_device;
+extern int stand_in_capturing;
+extern int stand_in_comm_rc; /* what the rank/size query returns (0 = answer below) */
+extern int stand_in_comm_rank, stand_in_comm_nranks;
+extern size_t stand_in_take_count; /* the engine takes all-reduces of this count */
+extern int stand_in_take_rc;
+extern int stand_in_releases;
+extern symmpin_engine_call stand_in_last_call;
+extern uint64_t stand_in_last_index; /* c->allreduces seen by the engine */
+
+#endif

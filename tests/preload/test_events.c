@@ -1,0 +1,304 @@
+/* preload's event handlers in-process (with the stand-ins of stand_ins.c for CUDA/NCCL queries
+ * and the engine): the allocation-map glue, communicator keys and ordinals, site ids, stream
+ * ordinals, the engine's inputs, the trace events produced and the statistics. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "planner/site.h"
+#include "planner/trace.h"
+#include "preload/comm.h"
+#include "preload/config.h"
+#include "preload/events.h"
+#include "preload/preload.h"
+#include "preload/stats.h"
+#include "stand_ins.h"
+
+static char dir[256];
+
+/* A fresh preload with tracing into a new directory and statistics on. */
+static void start(void) {
+  snprintf(dir, sizeof dir, "/tmp/symmpin-events-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  symmpin_config cfg;
+  const char *none[] = {NULL};
+  (void)none;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.debug = 1;
+  cfg.warmup = 32;
+  cfg.max_bytes = 1 << 20;
+  cfg.timeout_ms = 1000;
+  cfg.stack_depth = 1;
+  cfg.stats = false;
+  snprintf(cfg.stats_file, sizeof cfg.stats_file, "%s/stats.%%r.json", dir);
+  snprintf(cfg.trace, sizeof cfg.trace, "%s/trace.%%r", dir);
+  stand_in_take_count = (size_t)-1;
+  stand_in_releases = 0;
+  symmpin_preload_test_init(&cfg);
+}
+
+static void read_trace(symmpin_trace_file *tf, const char *name) {
+  symmpin_preload_exit(); /* closes the trace */
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  cr_assert_eq(symmpin_trace_read(path, tf), SYMMPIN_OK, "%s", path);
+}
+
+static const symmpin_trace_event *nth(const symmpin_trace_file *tf, symmpin_trace_call call,
+                                      size_t i) {
+  for (size_t k = 0; k < tf->nevents; k++)
+    if (tf->events[k].call == call && i-- == 0) return &tf->events[k];
+  return NULL;
+}
+
+TestSuite(events, .init = start);
+
+Test(events, allocation_map_glue) {
+  symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)0x10000, 4096, NULL, 77, 0);
+  symmpin_event_alloc(SYMMPIN_ALLOC_NCCL_MEM, (void *)0x20000, 1024, NULL, 78, 0);
+  symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)0x30000, 64, NULL, 79, 2); /* failed */
+  symmpin_allocmap *m = symmpin_preload_allocmap();
+  cr_assert_eq(symmpin_allocmap_count(m), 2);
+  symmpin_alloc a;
+  cr_assert(symmpin_allocmap_lookup(m, 0x10000 + 4095, &a));
+  cr_assert_eq(a.base, 0x10000);
+  cr_assert_eq(a.kind, SYMMPIN_ALLOC_CUDA_MALLOC);
+  cr_assert_eq(a.stack, 77);
+  cr_assert(!symmpin_allocmap_lookup(m, 0x10000 + 4096, &a));
+  cr_assert(symmpin_allocmap_lookup(m, 0x20010, &a));
+  cr_assert_eq(a.kind, SYMMPIN_ALLOC_NCCL_MEM);
+  /* Free: removed before the real call, whatever its result. */
+  symmpin_event_free(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)0x10000, NULL);
+  symmpin_event_free_result(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)0x10000, 0);
+  cr_assert(!symmpin_allocmap_lookup(m, 0x10010, &a));
+  symmpin_event_free(SYMMPIN_ALLOC_CUDA_MALLOC, NULL, NULL); /* cudaFree(NULL): nothing */
+  symmpin_event_free_result(SYMMPIN_ALLOC_CUDA_MALLOC, NULL, 0);
+  cr_assert_eq(symmpin_allocmap_count(m), 1);
+
+  symmpin_trace_file tf;
+  read_trace(&tf, "trace.u"); /* no communicator: rank "u" */
+  cr_assert_eq(tf.nevents, 5);
+  cr_assert_eq(tf.header.rank, -1);
+  const symmpin_trace_event *e = nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 0);
+  cr_assert_eq(e->ptr, 0x10000);
+  cr_assert_eq(e->size, 4096);
+  cr_assert_eq(e->stack, 77);
+  cr_assert_eq(e->alloc, 1);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_NCCL_MEM_ALLOC, 0)->alloc, 2);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 1)->rc, 2);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 1)->alloc, 0);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_FREE, 0)->alloc, 1);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_CUDA_FREE, 1)->alloc, 0);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(events, allreduce_inputs_and_trace) {
+  stand_in_device = 3;
+  symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)0x100000, 1 << 16, NULL, 1, 0);
+  void *h = (void *)0xc0;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 11, 22, 2, 4, 3, true, 0);
+  symmpin_comm *c = symmpin_comm_find(h);
+  cr_assert_not_null(c);
+  cr_assert_eq(c->key.hi, 11);
+  cr_assert_eq(c->key.lo, 22);
+
+  symmpin_allreduce_call call = {(void *)0x100040, (void *)0x100400, 100, 7, 0, h,
+                                 (void *)0x5, 0xfeed};
+  int rc = -1;
+  cr_assert(!symmpin_event_allreduce(&call, &rc));
+  symmpin_event_allreduce_result(&call, 0);
+  /* What the engine saw. */
+  cr_assert_eq(stand_in_last_call.site, symmpin_site_id(0xfeed, 0, 100, 7, 0));
+  cr_assert_eq(stand_in_last_call.stream_ord, 0);
+  cr_assert_eq(stand_in_last_call.send_alloc, 1);
+  cr_assert_eq(stand_in_last_call.recv_alloc, 1);
+  cr_assert_eq(stand_in_last_call.group_depth, 0);
+  cr_assert(!stand_in_last_call.capturing);
+  cr_assert_eq(stand_in_last_index, 1);
+
+  /* Second call: another stream, inside a group, capturing, outside known allocations; the
+   * engine takes it (count 8) and its rc is what the wrapper returns. */
+  symmpin_event_group_start(0);
+  stand_in_capturing = 1;
+  stand_in_take_count = 8;
+  stand_in_take_rc = 0;
+  symmpin_allreduce_call call2 = {(void *)0x900000, (void *)0x900000, 8, 9, 4, h, NULL, 0xfeed};
+  cr_assert(symmpin_event_allreduce(&call2, &rc));
+  cr_assert_eq(rc, 0);
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_last_call.stream_ord, 1);
+  cr_assert_eq(stand_in_last_call.group_depth, 1);
+  cr_assert(stand_in_last_call.capturing);
+  cr_assert_eq(stand_in_last_call.send_alloc, 0);
+  cr_assert_eq(stand_in_last_index, 2);
+  cr_assert_eq(symmpin_preload_group_depth(), 0);
+
+  /* An unknown communicator never reaches the engine. */
+  symmpin_allreduce_call call3 = {(void *)0x100000, (void *)0x100000, 4, 7, 0, (void *)0xdead,
+                                  NULL, 0xfeed};
+  stand_in_last_index = 0;
+  cr_assert(!symmpin_event_allreduce(&call3, &rc));
+  symmpin_event_allreduce_result(&call3, 4);
+  cr_assert_eq(stand_in_last_index, 0);
+
+  symmpin_trace_file tf;
+  read_trace(&tf, "trace.2");
+  cr_assert_eq(tf.header.rank, 2);
+  const symmpin_trace_event *a = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 0);
+  cr_assert_eq(a->comm, 0);
+  cr_assert_eq(a->rank, 2);
+  cr_assert_eq(a->nranks, 4);
+  cr_assert_eq(a->device, 3);
+  cr_assert_eq(a->send_alloc, 1);
+  cr_assert_eq(a->send_off, 0x40);
+  cr_assert_eq(a->recv_off, 0x400);
+  cr_assert_eq(a->stream, 0x5);
+  cr_assert_eq(a->path, SYMMPIN_PATH_NCCL);
+  cr_assert_eq(a->reason, SYMMPIN_REASON_WARMUP);
+  const symmpin_trace_event *b = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 1);
+  cr_assert_eq(b->path, SYMMPIN_PATH_SYMMPIN);
+  cr_assert_eq(b->reason, SYMMPIN_REASON_NONE);
+  cr_assert_eq(b->capturing, 1);
+  cr_assert_eq(b->stream_ord, 1);
+  cr_assert_eq(b->dtype, 9);
+  cr_assert_eq(b->op, 4);
+  const symmpin_trace_event *u = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 2);
+  cr_assert_eq(u->comm, -1);
+  cr_assert_eq(u->reason, SYMMPIN_REASON_COMM);
+  cr_assert_eq(u->rc, 4);
+  cr_assert_eq(u->site, symmpin_site_id(0xfeed, -1, 4, 7, 0));
+  symmpin_trace_file_free(&tf);
+}
+
+Test(events, split_keys_and_lazy_ranks) {
+  void *p0 = (void *)0x100, *p1 = (void *)0x200; /* two ranks of one parent in this process */
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, p0, 1, 2, 0, 2, 0, true, 0);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, p1, 1, 2, 1, 2, 1, true, 0);
+  uint64_t h0, l0, h1, l1, h2, l2, h3, l3;
+  /* Both ranks' first split with color 5: the same key (every rank derives it alike). */
+  symmpin_event_comm_split_key(p0, 5, &h0, &l0);
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, (void *)0x300, h0, l0, -1, -1, 7, true, 0);
+  symmpin_event_comm_split_key(p1, 5, &h1, &l1);
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, (void *)0x400, h1, l1, -1, -1, 7, true, 0);
+  cr_assert_eq(h0, h1);
+  cr_assert_eq(l0, l1);
+  /* The second split of the same parent with the same color: another key. Another color too. */
+  symmpin_event_comm_split_key(p0, 5, &h2, &l2);
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, NULL, h2, l2, -1, -1, 7, true, 0);
+  symmpin_event_comm_split_key(p0, 6, &h3, &l3);
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, NULL, h3, l3, -1, -1, 7, true, 0);
+  cr_assert(h2 != h0 || l2 != l0);
+  cr_assert(h3 != h2 || l3 != l2);
+
+  symmpin_comm *s0 = symmpin_comm_find((void *)0x300), *s1 = symmpin_comm_find((void *)0x400);
+  cr_assert_eq(s0->ordinal, 1);
+  cr_assert_eq(s1->ordinal, 1);
+  cr_assert_eq(s0->device, 0); /* the parent's device, not the current one */
+  cr_assert_eq(s1->device, 1);
+  cr_assert_eq(s0->rank, -1);
+
+  /* A split of an unknown parent is left to NCCL (no entry). */
+  symmpin_event_comm_split_key((void *)0x999, 1, &h2, &l2);
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, (void *)0x500, h2, l2, -1, -1, 0, true, 0);
+  cr_assert_null(symmpin_comm_find((void *)0x500));
+
+  /* Rank learned at the first all-reduce that NCCL answers. */
+  symmpin_allreduce_call call = {(void *)0x1, (void *)0x1, 4, 7, 0, (void *)0x300, NULL, 1};
+  int rc;
+  stand_in_comm_rc = 7; /* ncclInProgress */
+  symmpin_event_allreduce(&call, &rc);
+  symmpin_event_allreduce_result(&call, 0);
+  cr_assert_eq(s0->rank, -1);
+  stand_in_comm_rc = 0;
+  stand_in_comm_rank = 1;
+  stand_in_comm_nranks = 2;
+  symmpin_event_allreduce(&call, &rc);
+  symmpin_event_allreduce_result(&call, 0);
+  cr_assert_eq(s0->rank, 1);
+  cr_assert_eq(s0->nranks, 2);
+
+  /* Finalize keeps the entry; destroy removes it; the engine is released each time. */
+  symmpin_event_comm_end(SYMMPIN_COMM_FINALIZE, (void *)0x300);
+  symmpin_event_comm_end_result(SYMMPIN_COMM_FINALIZE, (void *)0x300, 0);
+  cr_assert_eq(symmpin_comm_find((void *)0x300), s0);
+  symmpin_event_comm_end(SYMMPIN_COMM_DESTROY, (void *)0x300);
+  symmpin_event_comm_end_result(SYMMPIN_COMM_DESTROY, (void *)0x300, 0);
+  cr_assert_null(symmpin_comm_find((void *)0x300));
+  cr_assert_eq(stand_in_releases, 2);
+
+  symmpin_trace_file tf;
+  read_trace(&tf, "trace.0");
+  cr_assert_eq(stand_in_releases, 5, "exit releases the three live comms");
+  const symmpin_trace_event *sp = nth(&tf, SYMMPIN_TRACE_COMM_SPLIT, 0);
+  cr_assert_eq(sp->comm, 1);
+  cr_assert_eq(sp->parent, 0);
+  cr_assert_eq(sp->color, 5);
+  cr_assert_eq(sp->key_hi, h0);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_SPLIT, 2)->comm, -1);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_SPLIT, 4)->parent, -1);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_DESTROY, 0)->comm, 1);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(events, statistics) {
+  void *h = (void *)0xc0;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 1, 1, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find(h);
+  cr_assert_not_null(c->stats);
+  stand_in_take_count = 16;
+  int rc;
+  for (int i = 0; i < 5; i++) {
+    symmpin_allreduce_call a = {(void *)0x1, (void *)0x1, i < 3 ? 16 : 32, 7, 0, h, NULL, 42};
+    if (!symmpin_event_allreduce(&a, &rc)) symmpin_event_allreduce_result(&a, 0);
+  }
+  uint64_t s16 = symmpin_site_id(42, 0, 16, 7, 0), s32 = symmpin_site_id(42, 0, 32, 7, 0);
+  symmpin_stats_set_slot(c, s16, 4096, 512);
+  symmpin_stats_set_pool(c, 1, 512, 512, 1 << 20);
+  symmpin_stats_site_view v;
+  cr_assert(symmpin_stats_site_get(c->stats, s16, &v));
+  cr_assert_eq(v.calls, 3);
+  cr_assert_eq(v.redirected, 3);
+  cr_assert_eq(v.nccl, 0);
+  cr_assert_eq(v.bytes, 3 * 16 * 4);
+  cr_assert(v.has_slot);
+  cr_assert_eq(v.slot_offset, 4096);
+  cr_assert(symmpin_stats_site_get(c->stats, s32, &v));
+  cr_assert_eq(v.calls, 2);
+  cr_assert_eq(v.nccl, 2);
+  cr_assert_eq(v.reasons[SYMMPIN_REASON_WARMUP], 2);
+  cr_assert(!v.has_slot);
+
+  symmpin_preload_exit(); /* writes stats.0.json */
+  char path[512];
+  snprintf(path, sizeof path, "%s/stats.0.json", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "%s", path);
+  char json[8192];
+  size_t n = fread(json, 1, sizeof json - 1, f);
+  json[n] = '\0';
+  fclose(f);
+  cr_assert(strstr(json, "\"pool\": {\"planned_sites\": 1, \"dedicated_bytes\": 512, "
+                         "\"lower_bound_bytes\": 512, \"pool_bytes\": 1048576}"),
+            "%s", json);
+  cr_assert(strstr(json, "\"calls\": 3, \"bytes\": 192, \"redirected\": 3, \"nccl\": 0, "
+                         "\"reasons\": {}, \"slot\": {\"offset\": 4096, \"bytes\": 512}"),
+            "%s", json);
+  cr_assert(strstr(json, "\"reasons\": {\"warmup\": 2}"), "%s", json);
+}
+
+Test(events, trace_opens_with_u_when_buffer_fills) {
+  /* More early events than the buffer holds and no communicator: the file opens as rank u and
+   * keeps every event. */
+  for (int i = 0; i < 5000; i++)
+    symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)(uintptr_t)(0x1000000 + 256 * i), 256,
+                        NULL, 1, 0);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0x1, 1, 1, 3, 4, 0, true, 0);
+  symmpin_trace_file tf;
+  read_trace(&tf, "trace.u");
+  cr_assert_eq(tf.nevents, 5001);
+  cr_assert_eq(tf.events[4999].alloc, 5000);
+  symmpin_trace_file_free(&tf);
+}
