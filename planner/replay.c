@@ -266,7 +266,8 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
     st = symmpin_warmup_init(&w, &cfg);
     if (st != SYMMPIN_OK) goto out;
     for (size_t i = 0; i < rd->ncalls; i++)
-      if (symmpin_warmup_step(&w, rd->calls[i].site)) {
+      if (symmpin_warmup_step(&w, symmpin_warmup_key(c->ordinal, rd->calls[i].count,
+                                                      rd->calls[i].dtype, rd->calls[i].op))) {
         rd->warmup_end = i + 1;
         rd->period = w.period;
         break;

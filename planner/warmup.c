@@ -4,6 +4,8 @@
  * reaches P. One pass over the tracked periods per call, no re-scanning of history. */
 #include "planner/warmup.h"
 
+#include "planner/site.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,4 +72,8 @@ void symmpin_epochs_advance(symmpin_epochs *e, bool planned_new) {
     e->interval = e->interval >= SYMMPIN_EPOCH_MAX_INTERVAL / 2 ? SYMMPIN_EPOCH_MAX_INTERVAL
                                                                 : e->interval * 2;
   e->next += e->interval;
+}
+
+uint64_t symmpin_warmup_key(int comm_ordinal, uint64_t count, int dtype, int op) {
+  return symmpin_site_id(0, comm_ordinal, count, dtype, op);
 }

@@ -47,9 +47,14 @@ typedef struct symmpin_warmup {
 /* Allocates the detector's state (O(max_period)); the per-call step never allocates. */
 symmpin_status symmpin_warmup_init(symmpin_warmup *w, const symmpin_warmup_config *cfg);
 void symmpin_warmup_free(symmpin_warmup *w);
-/* Feed the next call's site id. Returns true for the call that ends warm-up and for every call
- * after it (so a caller may ignore the transition). O(max_period). */
-bool symmpin_warmup_step(symmpin_warmup *w, uint64_t site);
+/* Feed the next call's key (symmpin_warmup_key). Returns true for the call that ends warm-up and
+ * for every call after it (so a caller may ignore the transition). O(max_period). */
+bool symmpin_warmup_step(symmpin_warmup *w, uint64_t key);
+
+/* What warm-up looks at: the call's shape on its communicator, not its call site. Every rank of a
+ * valid NCCL program makes the same sequence of shapes even where ranks reach a call from different
+ * sites, so every rank ends warm-up at the same call; sites decide only what gets pinned. */
+uint64_t symmpin_warmup_key(int comm_ordinal, uint64_t count, int dtype, int op);
 
 /* The planning schedule after warm-up. Call counts as above (n = 1, 2, ...). */
 typedef struct symmpin_epochs {

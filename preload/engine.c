@@ -405,9 +405,7 @@ static void engine_step(symmpin_comm *c, struct symmpin_engine_comm *e, const sy
   case PHASE_IDLE: {
     bool due;
     if (!e->warmup_done) {
-      /* Fed with the call's shape, not its site: shapes match on every rank of a valid NCCL
-       * program even where call sites differ, so warm-up ends at the same call everywhere. */
-      due = symmpin_warmup_step(&e->warmup, symmpin_site_id(0, c->ordinal, a->count, a->dtype, a->op));
+      due = symmpin_warmup_step(&e->warmup, symmpin_warmup_key(c->ordinal, a->count, a->dtype, a->op));
       if (due) {
         const symmpin_config *cfg = symmpin_config_get();
         symmpin_warmup_config wc = {.calls = (uint32_t)cfg->warmup};
