@@ -76,6 +76,13 @@ s_app_diverge() {
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
   compare_runs app-diverge '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --diverge
 }
+s_two_streams() { # break the warm-up's stream pattern: exact results, and the guard counted
+  compare_runs app-two-streams '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --two-streams --iters 8 || return 1
+  local n
+  n=$(cat "$OUT"/logs/app-two-streams.stats.*.json | grep -o '"stream": [0-9]*' | awk '{s += $2} END {print s + 0}')
+  echo "calls the stream guard sent to NCCL: $n"
+  [ "$n" -gt 0 ]
+}
 s_ddp() {
   compare_runs ddp '^DDP|^step' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py
 }
@@ -96,7 +103,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge ddp tp bench speed)
+all=(info oneshot pool sanitizer app app_diverge two_streams ddp tp bench speed)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done

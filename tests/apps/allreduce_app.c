@@ -72,8 +72,8 @@ static int nops_total;
 static struct {
   const char *mode;
   int nranks, iters;
-  bool diverge, bench, quiet;
-} opt = {"procs", 0, 6, false, false, false};
+  bool diverge, bench, quiet, two_streams;
+} opt = {"procs", 0, 6, false, false, false, false};
 
 static size_t dtype_size(int dt) {
   static const size_t s[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
@@ -215,7 +215,8 @@ static bool check_element(const app_op *o, int nranks, int iter, int opi, size_t
 typedef struct rank_ctx {
   int rank, nranks, dev;
   ncclComm_t comm;
-  cudaStream_t stream;
+  cudaStream_t stream;  /* the stream op_* use: main or side */
+  cudaStream_t main_stream, side_stream;
   char *arena;
   size_t arena_bytes, max_op_bytes;
   void *bufs[128][2]; /* async / ncclMem buffers per op: send, recv */
@@ -228,7 +229,9 @@ static size_t op_bytes(const app_op *o) { return o->count * dtype_size(o->dtype)
 
 static void rank_setup(rank_ctx *c) {
   CHECK_CUDA(cudaSetDevice(c->dev));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&c->main_stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&c->side_stream, cudaStreamNonBlocking));
+  c->stream = c->main_stream;
   c->max_op_bytes = 0;
   for (int k = 0; k < nops_total; k++)
     if (op_bytes(&ops[k]) > c->max_op_bytes) c->max_op_bytes = op_bytes(&ops[k]);
@@ -265,7 +268,8 @@ static void rank_teardown(rank_ctx *c) {
   CHECK_CUDA(cudaFree(c->arena));
   CHECK_CUDA(cudaFreeHost(c->host_in));
   CHECK_CUDA(cudaFreeHost(c->host_out));
-  CHECK_CUDA(cudaStreamDestroy(c->stream));
+  CHECK_CUDA(cudaStreamDestroy(c->main_stream));
+  CHECK_CUDA(cudaStreamDestroy(c->side_stream));
 }
 
 /* Send and receive pointers of op k in iteration `iter`: arena pointers move every iteration and
@@ -339,13 +343,37 @@ static void op_finish(rank_ctx *c, int k, int iter) {
   else c->passed++;
 }
 
+/* Ops k and k+1 in flight together on two streams (their buffers are distinct). */
+static void op_pair_concurrent(rank_ctx *c, int k, int it) {
+  c->stream = c->main_stream;
+  op_start(c, k, it);
+  c->stream = c->side_stream;
+  op_start(c, k + 1, it);
+  c->stream = c->main_stream;
+  op_call(c, k, it);
+  c->stream = c->side_stream;
+  op_call(c, k + 1, it);
+  c->stream = c->main_stream;
+  op_finish(c, k, it);
+  c->stream = c->side_stream;
+  op_finish(c, k + 1, it);
+  c->stream = c->main_stream;
+}
+
 static void rank_run_checks(rank_ctx *c) {
-  for (int it = 0; it < opt.iters; it++)
+  for (int it = 0; it < opt.iters; it++) {
+    bool pairs = opt.two_streams && it >= opt.iters / 2;
     for (int k = 0; k < nops_total; k++) {
+      if (pairs && k + 1 < nops_total && ops[k].kind != BUF_ARENA && ops[k + 1].kind != BUF_ARENA) {
+        op_pair_concurrent(c, k, it);
+        k++;
+        continue;
+      }
       op_start(c, k, it);
       op_call(c, k, it);
       op_finish(c, k, it);
     }
+  }
 }
 
 /* ---- timing ---- */
@@ -508,6 +536,7 @@ static int run_procs(char **argv) {
     if (opt.diverge) args[a++] = "--diverge";
     if (opt.bench) args[a++] = "--bench";
     if (opt.quiet) args[a++] = "--quiet";
+    if (opt.two_streams) args[a++] = "--two-streams";
     args[a] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -633,9 +662,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--diverge")) opt.diverge = true;
     else if (!strcmp(argv[i], "--bench")) opt.bench = true;
     else if (!strcmp(argv[i], "--quiet")) opt.quiet = true;
+    else if (!strcmp(argv[i], "--two-streams")) opt.two_streams = true;
     else {
       fprintf(stderr, "usage: %s [--mode procs|threads|single] [--ranks N] [--iters K] "
-                      "[--diverge] [--bench] [--quiet]\n", argv[0]);
+                      "[--diverge] [--two-streams] [--bench] [--quiet]\n", argv[0]);
       return 2;
     }
   }
@@ -650,8 +680,9 @@ int main(int argc, char **argv) {
             opt.nranks, opt.nranks, ngpus);
     return 2;
   }
-  printf("symmpin-app: mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s\n", opt.mode, opt.nranks,
-         ngpus, opt.iters, nops_total, opt.diverge ? " diverge" : "");
+  printf("symmpin-app: mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s\n", opt.mode, opt.nranks,
+         ngpus, opt.iters, nops_total, opt.diverge ? " diverge" : "",
+         opt.two_streams ? " two-streams" : "");
   fflush(stdout);
   if (!strcmp(opt.mode, "procs")) return run_procs(argv);
   if (opt.bench) {
