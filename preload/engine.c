@@ -13,6 +13,11 @@
  * lives on its last round (3e+1): GO only after every rank attached; FAIL by anyone who gives up.
  * A FAIL on round 3e-1 as well means "this communicator is not one host's": the engine stops.
  *
+ * Plans are keyed by (site, stream ordinal), not by site alone: one site called on two streams is
+ * two plan entries, and entries on different streams never share bytes (the planner treats
+ * different streams as concurrent), so no call can ever use a slot while another stream does. A
+ * site first seen on a new stream goes to NCCL (counted as "stream") until a later epoch plans it.
+ *
  * Everything runs under the communicator's lock (preload holds it) and the re-entrancy guard. */
 #include "preload/engine.h"
 
@@ -21,11 +26,13 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <uthash.h>
 
 #include "interpose/log.h"
 #include "kernels/oneshot.h"
 #include "planner/plan.h"
 #include "planner/record.h"
+#include "planner/hash.h"
 #include "planner/site.h"
 #include "planner/warmup.h"
 #include "preload/config.h"
@@ -72,6 +79,13 @@ typedef struct attach_blob {
   int32_t ok;
 } attach_blob;
 
+/* Plan key -> the call site it came from (for statistics), and the sites pinned on some stream. */
+typedef struct site_entry {
+  uint64_t id;
+  uint64_t site;
+  UT_hash_handle hh;
+} site_entry;
+
 struct symmpin_engine_comm {
   engine_phase phase;
   symmpin_reason off_reason;
@@ -90,7 +104,37 @@ struct symmpin_engine_comm {
   bool timeout_reported;
   void *blob;                /* scratch for the record round */
   size_t blob_cap;
+  site_entry *site_of_key;   /* plan key -> call site, for keys seen while not redirected */
+  site_entry *pinned_sites;  /* call sites pinned on at least one stream */
 };
+
+/* The plan key of a call: its site on its stream. */
+static uint64_t plan_key(uint64_t site, int stream_ord) {
+  return symmpin_hash_combine(site, (uint64_t)(uint32_t)stream_ord);
+}
+
+static site_entry *site_find(site_entry *set, uint64_t id) {
+  site_entry *x = NULL;
+  HASH_FIND(hh, set, &id, sizeof id, x);
+  return x;
+}
+
+static void site_add(site_entry **set, uint64_t id, uint64_t site) {
+  if (site_find(*set, id)) return;
+  site_entry *x = malloc(sizeof *x);
+  if (!x) return; /* statistics only: a missing entry costs a less precise reason */
+  x->id = id;
+  x->site = site;
+  HASH_ADD(hh, *set, id, sizeof x->id, x);
+}
+
+static void site_set_free(site_entry **set) {
+  site_entry *x, *tmp;
+  HASH_ITER(hh, *set, x, tmp) {
+    HASH_DEL(*set, x);
+    free(x);
+  }
+}
 
 static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 
@@ -354,9 +398,14 @@ static void epoch_attach(symmpin_comm *c, struct symmpin_engine_comm *e, bool ca
 }
 
 static void stats_publish(symmpin_comm *c, const symmpin_plan *p) {
-  for (size_t i = 0; i < p->nsites; i++)
-    if (p->sites[i].pinned)
-      symmpin_stats_set_slot(c, p->sites[i].site, p->sites[i].offset, p->sites[i].slot_bytes);
+  struct symmpin_engine_comm *e = c->engine;
+  for (size_t i = 0; i < p->nsites; i++) {
+    if (!p->sites[i].pinned) continue;
+    const site_entry *k = site_find(e->site_of_key, p->sites[i].site);
+    if (!k) continue;
+    site_add(&e->pinned_sites, k->site, k->site);
+    symmpin_stats_set_slot(c, k->site, p->sites[i].offset, p->sites[i].slot_bytes);
+  }
   symmpin_stats_set_pool(c, (uint32_t)p->npinned, p->dedicated_bytes, p->lower_bound_bytes,
                          symmpin_pool_size(c->engine->pool));
 }
@@ -393,7 +442,7 @@ static void engine_step(symmpin_comm *c, struct symmpin_engine_comm *e, const sy
   const symmpin_allreduce_call *a = ec->call;
   if (e->record.ncalls < RECORD_MAX_CALLS) {
     symmpin_call call = {
-        .site = ec->site, .count = a->count, .dtype = a->dtype, .op = a->op,
+        .site = plan_key(ec->site, ec->stream_ord), .count = a->count, .dtype = a->dtype, .op = a->op,
         .stream_ord = ec->stream_ord, .in_place = a->send == a->recv, .capturing = ec->capturing,
         .send_alloc = ec->send_alloc, .recv_alloc = ec->recv_alloc,
     };
@@ -493,13 +542,21 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     return false;
   }
   if (!e->plan) {
+    site_add(&e->site_of_key, plan_key(ec->site, ec->stream_ord), ec->site);
     *reason = SYMMPIN_REASON_WARMUP;
     return false;
   }
   report_kernel_timeout(c, e);
   const symmpin_plan_site *slot = NULL;
-  *reason = reason_of(symmpin_plan_route(e->plan, ec->site, ec->stream_ord, &slot));
-  if (*reason != SYMMPIN_REASON_NONE) return false;
+  uint64_t key = plan_key(ec->site, ec->stream_ord);
+  *reason = reason_of(symmpin_plan_route(e->plan, key, ec->stream_ord, &slot));
+  if (*reason != SYMMPIN_REASON_NONE) {
+    site_add(&e->site_of_key, key, ec->site);
+    /* A site pinned on another stream: this stream is new to it (the safety net's count). */
+    if (*reason == SYMMPIN_REASON_WARMUP && site_find(e->pinned_sites, ec->site))
+      *reason = SYMMPIN_REASON_STREAM;
+    return false;
+  }
   if (!launch(c, e, ec, slot)) {
     /* The peers' kernels wait for this rank's and will time out with a message naming it; NCCL
      * still computes this call here, and the engine stops for this communicator. */
@@ -543,5 +600,7 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   symmpin_record_free(&e->record);
   symmpin_warmup_free(&e->warmup);
   free(e->blob);
+  site_set_free(&e->site_of_key);
+  site_set_free(&e->pinned_sites);
   free(e);
 }
