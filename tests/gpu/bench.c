@@ -99,7 +99,7 @@ static void die(const char *fmt, ...) {
   do {                                                                                             \
     ncclResult_t r_ = (x);                                                                         \
     if (r_ != ncclSuccess)                                                                         \
-      die("%s:%d: %s: %s (%s)", __FILE__, __LINE__, #x, ncclGetErrorString(r_),                   \
+      die("%s:%d: %s: %s (%s)", __FILE__, __LINE__, #x, ncclGetErrorString(r_),                    \
           ncclGetLastError(NULL));                                                                 \
   } while (0)
 
@@ -167,10 +167,10 @@ typedef struct opts {
   const char *child_id;
 } opts;
 
-static const size_t default_sizes[] = {
-    8,         32,        128,       512,        1 << 10,   2 << 10,  4 << 10,
-    8 << 10,   16 << 10,  32 << 10,  64 << 10,   128 << 10, 256 << 10, 512 << 10,
-    1 << 20,   2 << 20,   8 << 20,   32 << 20,   64 << 20};
+static const size_t default_sizes[] = {8,        32,        128,       512,       1 << 10,
+                                       2 << 10,  4 << 10,   8 << 10,   16 << 10,  32 << 10,
+                                       64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20,
+                                       2 << 20,  8 << 20,   32 << 20,  64 << 20};
 
 static int usage(void) {
   fprintf(stderr,
@@ -192,9 +192,21 @@ static size_t parse_size(const char *s) {
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || end == s) return 0;
   switch (*end) {
-  case 'k': case 'K': v <<= 10; end++; break;
-  case 'm': case 'M': v <<= 20; end++; break;
-  case 'g': case 'G': v <<= 30; end++; break;
+  case 'k':
+  case 'K':
+    v <<= 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    v <<= 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    v <<= 30;
+    end++;
+    break;
   default: break;
   }
   if (*end == 'B' || *end == 'b') end++;
@@ -228,7 +240,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
 #define NEED_VAL()                                                                                 \
   do {                                                                                             \
     if (!val) {                                                                                    \
-      fprintf(stderr, BENCH ": %s needs a value\n", a);                                          \
+      fprintf(stderr, BENCH ": %s needs a value\n", a);                                            \
       return -1;                                                                                   \
     }                                                                                              \
     i++;                                                                                           \
@@ -400,16 +412,16 @@ typedef struct rank_st {
   ncclComm_t comm;
   symmpin_board *board;
   symmpin_pool *pool;
-  void *send;              /* cudaMalloc'd input of nccl and staged */
-  void *win_send;          /* ncclMemAlloc'd input of nccl_win */
-  void *out[V_COUNT];      /* outputs; out[V_WIN] is ncclMemAlloc'd */
-  ncclWindow_t win[2];     /* windows of win_send and out[V_WIN] (NULL: not registered) */
+  void *send;                       /* cudaMalloc'd input of nccl and staged */
+  void *win_send;                   /* ncclMemAlloc'd input of nccl_win */
+  void *out[V_COUNT];               /* outputs; out[V_WIN] is ncclMemAlloc'd */
+  ncclWindow_t win[2];              /* windows of win_send and out[V_WIN] (NULL: not registered) */
   void *slot[2][SYMMPIN_MAX_RANKS]; /* [form][rank] */
   symmpin_oneshot_error *err[2], *err_dev[2]; /* per form: host view, device view */
   symmpin_oneshot_call call[2];
   cudaGraphExec_t exec[V_COUNT];
-  uint64_t pre_hash[2];    /* symmpin outputs at the check before timing */
-  bool pre_ok[2];          /* pre_hash[f] holds this size's check */
+  uint64_t pre_hash[2]; /* symmpin outputs at the check before timing */
+  bool pre_ok[2];       /* pre_hash[f] holds this size's check */
   int passed, failed;
 } rank_st;
 
@@ -419,14 +431,14 @@ typedef struct bench {
   rank_st *loc; /* the ranks this thread drives (1, or all with --single) */
   uint64_t tid;
   uint32_t round;
-  size_t max_bytes;  /* the largest size */
-  size_t buf_bytes;  /* device buffers: max_bytes rounded up to 2 MiB (NCCL's allocation granularity) */
+  size_t max_bytes; /* the largest size */
+  size_t buf_bytes; /* device buffers: max_bytes rounded up to 2 MiB (NCCL's granularity) */
   bool reporter; /* drives rank 0: prints and writes the CSV */
   bool win_ok, pool_ok;
   bool form_ok[2]; /* a form is dropped on every rank after a kernel timed out */
   size_t slot_off[2], slot_bytes[2];
   uint64_t timeout_cycles;
-  double *us;   /* rank 0's per-call microseconds [mode][dtype][size][variant][round]; NAN: none */
+  double *us; /* rank 0's per-call microseconds [mode][dtype][size][variant][round]; NAN: none */
   int iters[MAX_SIZES];
   uint8_t *bad; /* [dtype][size][variant]: a result check failed on some rank */
   uint8_t *host_in, *host_out[V_COUNT];
@@ -489,7 +501,8 @@ typedef struct sync_blob {
   uint32_t bad_mask; /* variants whose result check failed on this rank */
   uint64_t hash[2];  /* symmpin outputs [form] when flags has SB_HASH << form */
 } sync_blob;
-enum { SB_TIMEOUT_STAGED = 1u << 0, SB_TIMEOUT_DIRECT = 1u << 1, SB_HASH = 1u << 2 }; /* SB_HASH << f */
+/* Flags: a form timed out; hash[f] is valid (SB_HASH << form). */
+enum { SB_TIMEOUT_STAGED = 1u << 0, SB_TIMEOUT_DIRECT = 1u << 1, SB_HASH = 1u << 2 };
 
 /* Timeouts the kernels reported on this thread's ranks since the forms were last agreed on. */
 static uint32_t local_timeouts(bench *b) {
@@ -498,8 +511,8 @@ static uint32_t local_timeouts(bench *b) {
     rank_st *s = &b->loc[l];
     for (int f = 0; f < 2; f++) {
       if (!b->pool_ok || !b->form_ok[f] || !s->err[f]->timed_out) continue;
-      fprintf(stderr, BENCH ": rank %d: symmpin %s kernel timed out waiting for rank %d\n",
-              s->rank, f ? "direct" : "staged", (int)s->err[f]->peer);
+      fprintf(stderr, BENCH ": rank %d: symmpin %s kernel timed out waiting for rank %d\n", s->rank,
+              f ? "direct" : "staged", (int)s->err[f]->peer);
       tally(s, false);
       flags |= f ? SB_TIMEOUT_DIRECT : SB_TIMEOUT_STAGED;
     }
@@ -710,7 +723,9 @@ static int iters_for(const bench *b, size_t bytes) {
 
 /* ------------------------------------------------------------------------------ result checks */
 
-static double u_out(int dtype) { return dtype == SYMMPIN_BFLOAT16 ? ldexp(1.0, -8) : ldexp(1.0, -24); }
+static double u_out(int dtype) {
+  return dtype == SYMMPIN_BFLOAT16 ? ldexp(1.0, -8) : ldexp(1.0, -24);
+}
 
 /* Checks one local rank's outputs (in b->host_out) against a float64 reference over every rank's
  * inputs. NCCL may add in any order and round every partial sum to the output type:
@@ -718,8 +733,8 @@ static double u_out(int dtype) { return dtype == SYMMPIN_BFLOAT16 ? ldexp(1.0, -
  * rank order and rounds once (docs/kernels.md): u_out |ref| + 2 n 2^-24 S; on <= 2 ranks a sum
  * rounds once in any order, so symmpin must also be bitwise equal to NCCL's output wherever
  * NCCL's is right. Returns the mask of variants that failed; prints the first bad element. */
-static uint32_t compare_outputs(bench *b, const rank_st *s, int dtype, size_t count,
-                                uint64_t sseed, uint32_t ran) {
+static uint32_t compare_outputs(bench *b, const rank_st *s, int dtype, size_t count, uint64_t sseed,
+                                uint32_t ran) {
   uint64_t keys[SYMMPIN_MAX_RANKS];
   for (int r = 0; r < b->n; r++) keys[r] = rank_key(sseed, r);
   size_t es = symmpin_dtype_size(dtype);
@@ -752,7 +767,7 @@ static uint32_t compare_outputs(bench *b, const rank_st *s, int dtype, size_t co
                    decode(dtype, b->host_out[V_NCCL], i));
         fprintf(stderr,
                 BENCH ": rank %d: %s %s %zu bytes: element %zu is %.9g, reference %.9g "
-                "(tolerance %.3g)%s\n",
+                      "(tolerance %.3g)%s\n",
                 s->rank, v_name[v], symmpin_dtype_name(dtype), count * es, i, got, ref, tol, extra);
       }
     }
@@ -827,8 +842,10 @@ static void recheck_size(bench *b, int di, int si, int dtype, size_t count) {
       CK(cudaMemcpy(b->host_out[v], s->out[v], bytes, cudaMemcpyDeviceToHost));
       bool same = hash_bytes(b->host_out[v], bytes) == s->pre_hash[form_of(v)];
       if (!same) {
-        fprintf(stderr, BENCH ": rank %d: %s %s %zu bytes: output after the timed calls differs from "
-                "the checked one\n", s->rank, v_name[v], symmpin_dtype_name(dtype), bytes);
+        fprintf(stderr,
+                BENCH ": rank %d: %s %s %zu bytes: output after the timed calls differs from "
+                      "the checked one\n",
+                s->rank, v_name[v], symmpin_dtype_name(dtype), bytes);
         mine[l].bad_mask |= 1u << v;
       }
       tally(s, same);
@@ -997,7 +1014,8 @@ static void setup_pools(bench *b) {
   for (int r = 0; r < b->n; r++) recs[r] = ((const grow_blob *)out[r])->rec;
   for (int l = 0; l < b->nlocal; l++) {
     attached[l] = all_ok && symmpin_pool_attach(b->loc[l].pool, recs) == SYMMPIN_OK;
-    if (all_ok && !attached[l]) snprintf(why, sizeof(why), "attach failed on rank %d", b->loc[l].rank);
+    if (all_ok && !attached[l])
+      snprintf(why, sizeof(why), "attach failed on rank %d", b->loc[l].rank);
   }
   exchange(b, attached, sizeof(uint32_t), out);
   b->pool_ok = true;
@@ -1165,8 +1183,9 @@ static void worst_add(bench *b, worst *w, int m, int d, int s, uint32_t den) {
   w->measured++;
 }
 
-static void print_target(bench *b, const char *what, const worst *w, double limit, const char *note) {
-  printf("%-58s ", what);
+static void print_target(bench *b, const char *what, const worst *w, double limit,
+                         const char *note) {
+  printf("%-62s ", what);
   if (!w->measured) {
     printf("NOT MEASURED (no size of that range ran)%s\n", note);
     return;
@@ -1199,7 +1218,8 @@ static void print_verdicts(bench *b) {
     }
   }
   print_target(b, "graph 1K-64K: symmpin <= 0.75 x nccl_win (symmetric window)", &t1, 0.75,
-               b->win_ok ? "" : " (NCCL registered no window: nccl_win is plain NCCL on ncclMemAlloc)");
+               b->win_ok ? ""
+                         : " (NCCL registered no window: nccl_win is plain NCCL on ncclMemAlloc)");
   print_target(b, "eager 1K-64K: symmpin <= 0.70 x nccl", &t2, 0.70,
                b->o.single ? " (single-process run: the eager target counts per process per GPU)"
                            : "");
@@ -1271,8 +1291,8 @@ static void print_header(bench *b) {
   int v = 0;
   NK(ncclGetVersion(&v));
   printf(BENCH ": %s, %d rank(s), NCCL %d.%d.%d (built against %d.%d.%d), NCCL_NVLS_ENABLE=%s\n",
-         b->o.single ? "single process (one thread drives every GPU)" : "one process per GPU",
-         b->n, v / 10000, (v % 10000) / 100, v % 100, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+         b->o.single ? "single process (one thread drives every GPU)" : "one process per GPU", b->n,
+         v / 10000, (v % 10000) / 100, v % 100, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
          getenv("NCCL_NVLS_ENABLE") ? getenv("NCCL_NVLS_ENABLE") : "(unset)");
   for (int r = 0; r < b->n; r++) printf(BENCH ": rank %d: %s\n", r, b->gpu_desc[r]);
   printf(BENCH ": NCCL symmetric windows: %s\n",
@@ -1281,7 +1301,7 @@ static void print_header(bench *b) {
                      "NCCL on ncclMemAlloc'd buffers");
   if (b->pool_ok)
     printf(BENCH ": symmpin pool: staged slot %zu bytes at 0, direct slot %zu bytes at %zu, "
-           "kernel timeout %" PRIu64 " cycles\n",
+                 "kernel timeout %" PRIu64 " cycles\n",
            b->slot_bytes[0], b->slot_bytes[1], b->slot_off[1], b->timeout_cycles);
   else
     printf(BENCH ": symmpin pool UNAVAILABLE (%s): symmpin columns are empty\n", b->no_pool_why);
@@ -1291,7 +1311,7 @@ static void print_header(bench *b) {
   printf(", %d rounds, seed 0x%016" PRIx64 "%s\n", b->o.rounds, b->o.seed,
          b->o.quick ? ", --quick" : "");
   printf(BENCH ": eager = host launch per call (10 warm-up calls, then N timed); graph = N calls "
-         "captured, one warm replay, one timed; CUDA events on rank 0's stream\n");
+               "captured, one warm replay, one timed; CUDA events on rank 0's stream\n");
 }
 
 /* ------------------------------------------------------------------------------- the run */
@@ -1513,8 +1533,8 @@ static int run_parent(const opts *o, int argc, char **argv) {
     if (first_bad > 0 && !killed && now_s() - first_bad > 20) {
       for (int r = 0; r < spawned; r++) {
         if (done[r]) continue;
-        fprintf(stderr, BENCH ": rank %d still running 20 s after another rank failed: killing it\n",
-                r);
+        fprintf(stderr,
+                BENCH ": rank %d still running 20 s after another rank failed: killing it\n", r);
         kill(pids[r], SIGKILL);
       }
       killed = true;
