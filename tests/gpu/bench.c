@@ -433,7 +433,7 @@ typedef struct bench {
   uint32_t round;
   size_t max_bytes; /* the largest size */
   size_t buf_bytes; /* device buffers: max_bytes rounded up to 2 MiB (NCCL's granularity) */
-  bool reporter; /* drives rank 0: prints and writes the CSV */
+  bool reporter;    /* drives rank 0: prints and writes the CSV */
   bool win_ok, pool_ok;
   bool form_ok[2]; /* a form is dropped on every rank after a kernel timed out */
   size_t slot_off[2], slot_bytes[2];
@@ -1192,11 +1192,13 @@ static void print_target(bench *b, const char *what, const worst *w, double limi
   }
   char sz[24];
   fmt_size(w->bytes, sz, sizeof(sz));
-  printf("%s  worst %.2f at %s %s %s [best-of-rounds %.2f]%s%s%s\n",
-         w->r <= limit ? "MET" : "NOT MET", w->r, sz, m_name[w->m],
+  /* Numbers of a variant that computed wrong results judge nothing. */
+  const char *verdict = w->bad          ? "NOT JUDGED (result checks failed in this range)"
+                        : w->r <= limit ? "MET"
+                                        : "NOT MET";
+  printf("%s  worst %.2f at %s %s %s [best-of-rounds %.2f]%s%s\n", verdict, w->r, sz, m_name[w->m],
          symmpin_dtype_name(b->o.dtypes[w->d]), w->r_best,
-         w->missing ? " (some sizes not measured)" : "",
-         w->bad ? " (result checks failed in this range)" : "", note);
+         w->missing ? " (some sizes not measured)" : "", note);
 }
 
 static void print_verdicts(bench *b) {
