@@ -27,7 +27,9 @@
 /* Records are posted on the board (32 bytes a call, SYMMPIN_BOARD_BLOB_MAX = 1 MiB), so no record
  * may span more than 16384 calls: the warm-up limit and the epoch interval are capped there. */
 #define SYMMPIN_WARMUP_MAX 16384
-#define SYMMPIN_EPOCH_MAX_INTERVAL 16384
+/* Longest gap between epochs: a site first seen after a quiet stretch waits at most this many
+ * calls for its slot, while an epoch (three host-side board rounds) costs tens of microseconds. */
+#define SYMMPIN_EPOCH_MAX_INTERVAL 512
 
 /* What the preload passes (read once from the environment). */
 typedef struct symmpin_warmup_config {

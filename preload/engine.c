@@ -29,6 +29,7 @@
 #include <uthash.h>
 
 #include "interpose/log.h"
+#include "kernels/layout.h"
 #include "kernels/oneshot.h"
 #include "planner/plan.h"
 #include "planner/record.h"
@@ -107,6 +108,16 @@ struct symmpin_engine_comm {
   site_entry *site_of_key;   /* plan key -> call site, for keys seen while not redirected */
   site_entry *pinned_sites;  /* call sites pinned on at least one stream */
 };
+
+/* What the planner sees as a call's stream: its stream ordinal and the kernel variant its shape
+ * uses. Sites share slot bytes only within one class: a slot used by the LL variant and then by
+ * the copy variant at another shape timed out on the GPU (kernel layouts of different variants
+ * are not compatible over time), so different variants never share a slot. */
+static int share_class(int stream_ord, const symmpin_allreduce_call *a, int nranks) {
+  if (stream_ord < 0) return -1;
+  return stream_ord * SYMMPIN_ONESHOT_VARIANT_COUNT +
+         (int)symmpin_oneshot_variant_for(a->count, a->dtype, nranks, SYMMPIN_FORM_STAGED);
+}
 
 /* The plan key of a call: its site on its stream. */
 static uint64_t plan_key(uint64_t site, int stream_ord) {
@@ -443,7 +454,8 @@ static void engine_step(symmpin_comm *c, struct symmpin_engine_comm *e, const sy
   if (e->record.ncalls < RECORD_MAX_CALLS) {
     symmpin_call call = {
         .site = plan_key(ec->site, ec->stream_ord), .count = a->count, .dtype = a->dtype, .op = a->op,
-        .stream_ord = ec->stream_ord, .in_place = a->send == a->recv, .capturing = ec->capturing,
+        .stream_ord = share_class(ec->stream_ord, a, c->nranks), .in_place = a->send == a->recv,
+        .capturing = ec->capturing,
         .send_alloc = ec->send_alloc, .recv_alloc = ec->recv_alloc,
     };
     if (symmpin_record_append(&e->record, &call, ec->group_depth > 0 ? ec->group_token : 0) !=
@@ -549,7 +561,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
   report_kernel_timeout(c, e);
   const symmpin_plan_site *slot = NULL;
   uint64_t key = plan_key(ec->site, ec->stream_ord);
-  *reason = reason_of(symmpin_plan_route(e->plan, key, ec->stream_ord, &slot));
+  *reason = reason_of(symmpin_plan_route(e->plan, key, share_class(ec->stream_ord, ec->call, c->nranks),
+                                         &slot));
   if (*reason != SYMMPIN_REASON_NONE) {
     site_add(&e->site_of_key, key, ec->site);
     /* A site pinned on another stream: this stream is new to it (the safety net's count). */

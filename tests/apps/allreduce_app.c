@@ -387,6 +387,18 @@ static void rank_run_checks(rank_ctx *c) {
 static const size_t bench_bytes[] = {1024, 4096, 16384, 65536, 262144, 1048576};
 #define NBENCH (sizeof(bench_bytes) / sizeof(bench_bytes[0]))
 
+/* One call site for every timed all-reduce (warm-up, eager and captured), as in a real program's
+ * training loop, so that what warm-up planned is what gets timed. */
+__attribute__((noinline)) static void bench_allreduce(rank_ctx **cs, int n, bool single, size_t bytes) {
+  if (single) CHECK_NCCL(ncclGroupStart());
+  for (int i = 0; i < n; i++) {
+    CHECK_CUDA(cudaSetDevice(cs[i]->dev));
+    CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bytes / 2, ncclBfloat16,
+                             ncclSum, cs[i]->comm, cs[i]->stream));
+  }
+  if (single) CHECK_NCCL(ncclGroupEnd());
+}
+
 /* Warm every size up together (symmpin plans at agreement points after its warm-up), then time
  * each size eagerly and from a CUDA graph. All ranks run the same sequence. */
 static void rank_bench(rank_ctx **cs, int n, bool single) {
@@ -394,13 +406,7 @@ static void rank_bench(rank_ctx **cs, int n, bool single) {
   double eager[NBENCH], graph[NBENCH];
   for (int w = 0; w < warm_rounds; w++)
     for (size_t s = 0; s < NBENCH; s++) {
-      if (single) ncclGroupStart();
-      for (int i = 0; i < n; i++) {
-        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-        CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bench_bytes[s] / 2,
-                                 ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
-      }
-      if (single) ncclGroupEnd();
+      bench_allreduce(cs, n, single, bench_bytes[s]);
     }
   for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
   for (size_t s = 0; s < NBENCH; s++) {
@@ -412,13 +418,7 @@ static void rank_bench(rank_ctx **cs, int n, bool single) {
     /* eager */
     CHECK_CUDA(cudaEventRecord(e0, c0->stream));
     for (int k = 0; k < calls; k++) {
-      if (single) ncclGroupStart();
-      for (int i = 0; i < n; i++) {
-        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-        CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bench_bytes[s] / 2,
-                                 ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
-      }
-      if (single) ncclGroupEnd();
+      bench_allreduce(cs, n, single, bench_bytes[s]);
     }
     CHECK_CUDA(cudaSetDevice(c0->dev));
     CHECK_CUDA(cudaEventRecord(e1, c0->stream));
@@ -433,13 +433,7 @@ static void rank_bench(rank_ctx **cs, int n, bool single) {
       CHECK_CUDA(cudaStreamBeginCapture(cs[i]->stream, cudaStreamCaptureModeThreadLocal));
     }
     for (int k = 0; k < calls; k++) {
-      if (single) ncclGroupStart();
-      for (int i = 0; i < n; i++) {
-        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-        CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bench_bytes[s] / 2,
-                                 ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
-      }
-      if (single) ncclGroupEnd();
+      bench_allreduce(cs, n, single, bench_bytes[s]);
     }
     for (int i = 0; i < n; i++) {
       cudaGraph_t g;

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 SIZES = [1024, 4096, 16384, 65536, 262144, 1048576]  # bytes
+WARM_CALLS = 600  # eager calls before a capture or a timing (symmpin plans at most every 512)
 
 
 def fill(t, rank, step, salt):
@@ -44,17 +45,18 @@ def check_steps(dev, rank, world, steps):
     return len(bufs) * steps - bad, bad
 
 
-def check_graph(dev, rank, world, replays):
+def check_graph(dev, rank, world, replays, stream):
     bufs = [torch.empty(b // 2, dtype=torch.bfloat16, device=dev) for b in SIZES]
-    stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm the captured sequence eagerly first
-        for _ in range(3):
+    # Warm the captured sequence eagerly on the stream the graph is captured on: a library that
+    # plans by what it has seen (symmpin) then knows these calls when capture comes.
+    with torch.cuda.stream(stream):
+        for _ in range(WARM_CALLS // len(bufs) + 1):
             for t in bufs:
                 dist.all_reduce(t)
     torch.cuda.current_stream().wait_stream(stream)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=stream):
         for t in bufs:
             dist.all_reduce(t)
     bad = 0
@@ -69,11 +71,11 @@ def check_graph(dev, rank, world, replays):
     return len(bufs) * replays - bad, bad
 
 
-def time_sizes(dev, calls=200):
+def time_sizes(dev, stream, calls=200):
     rows = []
     for b in SIZES:
         t = torch.ones(b // 2, dtype=torch.bfloat16, device=dev)
-        for _ in range(20):
+        for _ in range(WARM_CALLS):
             dist.all_reduce(t)
         torch.cuda.synchronize()
         dist.barrier()
@@ -83,12 +85,12 @@ def time_sizes(dev, calls=200):
         torch.cuda.synchronize()
         eager = (time.perf_counter() - t0) * 1e6 / calls
         g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            dist.all_reduce(t)
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(WARM_CALLS):
+                dist.all_reduce(t)
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.graph(g, stream=stream):
             for _ in range(calls):
                 dist.all_reduce(t)
         g.replay()
@@ -109,11 +111,12 @@ def main():
     dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.cuda.set_device(dev)
     p1, f1 = check_steps(dev, rank, world, int(os.environ.get("TP_STEPS", "12")))
-    p2, f2 = check_graph(dev, rank, world, 100)
+    side = torch.cuda.Stream()  # warm-up and capture stream of every graph
+    p2, f2 = check_graph(dev, rank, world, 100, side)
     print(f"TP rank={rank} eager_checks passed={p1} failed={f1} graph_checks passed={p2} "
           f"failed={f2}", flush=True)
     if os.environ.get("TP_TIME", "1") == "1":
-        for b, e, g in time_sizes(dev):
+        for b, e, g in time_sizes(dev, side):
             if rank == 0:
                 print(f"tp-bench bytes={b} eager_us={e:.2f} graph_us={g:.2f}", flush=True)
     dist.destroy_process_group()
