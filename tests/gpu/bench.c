@@ -181,6 +181,8 @@ static int usage(void) {
           "  --sizes LIST    bytes, comma separated, K/M/G suffixes (default 8 .. 64M)\n"
           "  --dtypes LIST   bf16,f32 (default both)\n"
           "  --rounds R      alternating rounds per size (default 5)\n"
+          "  --csv PATH      where rank 0 writes the CSV (default symmpin-bench.csv)\n"
+          "  --timeout S     host barriers and GPU waits give up after S seconds (default 120)\n"
           "  --quick         2 rounds and 1/5 of the calls (smoke test)\n",
           SYMMPIN_MAX_RANKS);
   return 2;
@@ -229,6 +231,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
   o->rounds = 5;
   o->timeout_s = 120;
   o->child_rank = -1;
+  o->csv = "symmpin-bench.csv";
   for (size_t i = 0; i < sizeof(default_sizes) / sizeof(default_sizes[0]); i++)
     o->sizes[o->nsizes++] = default_sizes[i];
   o->dtypes[o->ndtypes++] = SYMMPIN_BFLOAT16;
@@ -1364,7 +1367,7 @@ static void bench_run(bench *b, const ncclUniqueId *id, symmpin_board_key key) {
   if (b->reporter) {
     print_tables(b);
     print_verdicts(b);
-    if (b->o.csv) write_csv(b);
+    write_csv(b);
     fflush(stdout);
   }
   teardown(b);
