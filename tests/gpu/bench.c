@@ -1256,7 +1256,10 @@ static void print_verdicts(bench *b) {
         printf("never (wins through %s)\n", a);
       } else {
         fmt_size(b->o.sizes[first_loss], z, sizeof(z));
-        printf("at %s (wins through %s); slower at: %s\n", z, a, lost);
+        if (last_win >= 0)
+          printf("at %s (wins through %s); slower at: %s\n", z, a, lost);
+        else
+          printf("at %s, the smallest size measured; slower at: %s\n", z, lost);
       }
     }
   }
