@@ -402,6 +402,17 @@ static void epoch_attach(symmpin_comm *c, struct symmpin_engine_comm *e, bool ca
   enum cudaStreamCaptureMode mode = capture_mode_relax();
   attach_blob ab = {.ok = symmpin_pool_attach(e->pool, exports) == SYMMPIN_OK};
   if (!ab.ok) SYMMPIN_WARN("comm %d rank %d: mapping the peers' pools failed", c->ordinal, c->rank);
+  /* Every slot must lie inside one chunk (peers' chunks are separate mappings). The chunks follow
+   * the plans' pool sizes, the same on every rank, so every rank reaches the same answer. */
+  for (size_t i = 0; ab.ok && i < e->candidate->nsites; i++) {
+    const symmpin_plan_site *ps = &e->candidate->sites[i];
+    if (ps->pinned && !symmpin_pool_fits(e->pool, ps->offset, ps->slot_bytes)) {
+      SYMMPIN_WARN("comm %d rank %d: planned slot [%llu, +%llu) crosses a pool chunk (a bug); "
+                   "staying on NCCL", c->ordinal, c->rank, (unsigned long long)ps->offset,
+                   (unsigned long long)ps->slot_bytes);
+      ab.ok = 0;
+    }
+  }
   capture_mode_restore(mode);
   if (symmpin_board_post(e->board, ROUND_ATTACH(e->epoch), &ab, sizeof ab, e->tid) != SYMMPIN_OK)
     return epoch_fail(c, e);

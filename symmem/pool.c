@@ -324,12 +324,15 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     p->announced = 0;
     return SYMMPIN_OK;
   }
+  /* The chunk covers exactly [size, bytes): the next chunk starts where the planner's pool ended,
+   * so a slot the planner appends at the old end lies inside the new chunk. Only the allocation
+   * is rounded up (its tail is never addressed through the pool). */
   size_t want = bytes - p->size;
   if (want > SIZE_MAX - SYMMPIN_POOL_CHUNK_ALIGN) {
     fprintf(stderr, "symmpin: pool_reserve: %zu bytes is too large\n", bytes);
     return SYMMPIN_ERR_INVALID;
   }
-  want = (want + SYMMPIN_POOL_CHUNK_ALIGN - 1) / SYMMPIN_POOL_CHUNK_ALIGN * SYMMPIN_POOL_CHUNK_ALIGN;
+  size_t alloc = (want + SYMMPIN_POOL_CHUNK_ALIGN - 1) / SYMMPIN_POOL_CHUNK_ALIGN * SYMMPIN_POOL_CHUNK_ALIGN;
 
   pool_scope s;
   st = pool_scope_enter(p->device, &s);
@@ -345,7 +348,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     }
   } else {
     void *ptr = NULL;
-    st = pool_chunk_alloc(p->device, want, &ptr);
+    st = pool_chunk_alloc(p->device, alloc, &ptr);
     if (st != SYMMPIN_OK) goto out;
     p->pending.offset = p->size;
     p->pending.bytes = want;

@@ -39,8 +39,10 @@ void symmpin_pool_destroy(symmpin_pool *p);
  * round), every rank destroy(). Afterwards addr() of a peer is NULL and the pool cannot grow. */
 symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p);
 
-/* Step 1 of growing to at least `bytes`: allocate (zeroed) the local chunk that covers
- * [current size, bytes rounded up to SYMMPIN_POOL_CHUNK_ALIGN) and write this rank's export
+/* Step 1 of growing to `bytes`: allocate (zeroed) the local chunk that covers exactly
+ * [current size, bytes) (the allocation itself is rounded up to SYMMPIN_POOL_CHUNK_ALIGN, so it
+ * shares no pages with the program's memory; the next chunk starts at `bytes`, where a planner that
+ * appends puts its next slot) and write this rank's export
  * record into export_rec (SYMMPIN_POOL_EXPORT_BYTES, any alignment). If the pool is already big
  * enough, writes an empty record. A reserve whose attach failed stays reserved: reserving the same
  * size again re-exports it; another size is an error. */
