@@ -1,6 +1,8 @@
 /* Call records (record.h) and their board encoding. */
 #include "planner/record.h"
 
+#include "planner/hash.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,4 +145,12 @@ symmpin_status symmpin_record_decode(const void *buf, size_t len, symmpin_record
 bad:
   fprintf(stderr, "symmpin: call record: malformed board blob (%zu bytes)\n", len);
   return SYMMPIN_ERR_INVALID;
+}
+
+uint64_t symmpin_call_key(uint64_t site, int stream_ord) {
+  return symmpin_hash_combine(site, (uint64_t)(uint32_t)stream_ord);
+}
+
+int symmpin_call_class(int stream_ord, int variant, int nvariants) {
+  return stream_ord < 0 ? -1 : stream_ord * nvariants + variant;
 }

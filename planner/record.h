@@ -40,6 +40,15 @@ typedef struct symmpin_record {
   uint64_t last_token;  /* token of the last grouped call, for renumbering */
 } symmpin_record;
 
+/* How a call enters a record, the same in the preload and in symmpin-replay:
+ * - its key is its site on its stream: one site called on two streams is two plan entries, and
+ *   the planner never lets entries on different streams share bytes, so a slot is never used by two
+ *   unordered streams (the safety net of docs/planner.md);
+ * - the "stream" the planner sees is a sharing class: stream ordinal x kernel variant, since slots
+ *   may be shared over time only by calls of one kernel variant (kernels/layout.h). */
+uint64_t symmpin_call_key(uint64_t site, int stream_ord);
+int symmpin_call_class(int stream_ord, int variant, int nvariants);
+
 void symmpin_record_init(symmpin_record *r, int comm, int rank, int nranks, uint64_t first_call);
 void symmpin_record_free(symmpin_record *r);
 /* Forget the calls (keeps the memory) and start again at call index first_call. */

@@ -204,8 +204,13 @@ static symmpin_status load_file(loaded *L, int fi) {
     bool in_place = ev->send_ptr == ev->recv_ptr ||
                     (ev->send_alloc && ev->send_alloc == ev->recv_alloc &&
                      ev->send_off == ev->recv_off);
-    r->calls[r->ncalls] = (symmpin_call){.site = ev->site, .count = ev->count, .dtype = ev->dtype,
-                                         .op = ev->op, .stream_ord = ev->stream_ord,
+    /* Keys and sharing classes as the preload makes them (planner/record.h). */
+    int klass = symmpin_call_class(ev->stream_ord,
+                                   symmpin_replay_variant(ev->count, ev->dtype, c->nranks),
+                                   symmpin_replay_variants());
+    r->calls[r->ncalls] = (symmpin_call){.site = symmpin_call_key(ev->site, ev->stream_ord),
+                                         .count = ev->count, .dtype = ev->dtype,
+                                         .op = ev->op, .stream_ord = klass,
                                          .group = (uint32_t)token, .in_place = in_place,
                                          .capturing = ev->capturing != 0,
                                          .send_alloc = ev->send_alloc, .recv_alloc = ev->recv_alloc};
@@ -367,9 +372,14 @@ static void json_str(FILE *out, const char *s) {
 }
 
 /* The plan entry for a site, with the reason a site outside every plan gets. */
-static void site_decision(const comm_data *c, uint64_t site, bool *pinned, uint64_t *offset,
-                          uint64_t *slot, int *stream, const char **reason) {
-  const symmpin_plan_site *ps = c->plan ? symmpin_plan_find(c->plan, site) : NULL;
+/* Plans are keyed by (site, stream): a site is reported with the entry of the first stream it was
+ * seen on. */
+static void site_decision(const comm_data *c, uint64_t site, uint64_t streams, bool *pinned,
+                          uint64_t *offset, uint64_t *slot, int *stream, const char **reason) {
+  int first = 0;
+  while (first < 63 && !(streams >> first & 1)) first++;
+  const symmpin_plan_site *ps =
+      c->plan ? symmpin_plan_find(c->plan, symmpin_call_key(site, first)) : NULL;
   *pinned = ps && ps->pinned;
   *offset = ps ? ps->offset : 0;
   *slot = ps ? ps->slot_bytes : 0;
@@ -440,7 +450,7 @@ static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *
         uint64_t off, slot;
         int stream;
         const char *reason;
-        site_decision(c, s->id, &pinned, &off, &slot, &stream, &reason);
+        site_decision(c, s->id, s->streams, &pinned, &off, &slot, &stream, &reason);
         fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"rank\":%d,\"calls\":%" PRIu64
                      ",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
                      ",\"dtype\":\"%s\",\"op\":\"%s\",\"streams\":[",

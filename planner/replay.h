@@ -12,7 +12,7 @@
 #include "planner/types.h"
 
 /* SYMMPIN_MAX_BYTES when unset; the preload uses the same constant. */
-#define SYMMPIN_MAX_BYTES_DEFAULT (4ull << 20)
+#define SYMMPIN_MAX_BYTES_DEFAULT (2ull << 20) /* SYMMPIN_MAX_BYTES's default (preload/config.c) */
 
 typedef struct symmpin_replay_options {
   symmpin_plan_mode mode;
@@ -32,6 +32,10 @@ symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
 /* The slot size function the replay uses (replay_slots.c): the kernels' own when built with them. */
 size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx);
 bool symmpin_replay_supports(int dtype, int op, void *ctx);
+/* The kernel variant a call shape uses and how many there are (planner/record.h's sharing
+ * classes); 0 and 1 with the stand-in. */
+int symmpin_replay_variant(size_t count, int dtype, int nranks);
+int symmpin_replay_variants(void);
 /* "kernels" or "stand-in": which one the above is. */
 const char *symmpin_replay_slot_source(void);
 

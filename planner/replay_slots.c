@@ -6,7 +6,14 @@
 #include "planner/replay.h"
 
 #ifdef SYMMPIN_REPLAY_KERNELS
+#include "kernels/layout.h"
 #include "kernels/oneshot.h"
+
+int symmpin_replay_variant(size_t count, int dtype, int nranks) {
+  return (int)symmpin_oneshot_variant_for(count, dtype, nranks, SYMMPIN_FORM_STAGED);
+}
+
+int symmpin_replay_variants(void) { return SYMMPIN_ONESHOT_VARIANT_COUNT; }
 
 size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;
@@ -21,6 +28,13 @@ bool symmpin_replay_supports(int dtype, int op, void *ctx) {
 const char *symmpin_replay_slot_source(void) { return "kernels"; }
 
 #else
+
+int symmpin_replay_variant(size_t count, int dtype, int nranks) {
+  (void)count, (void)dtype, (void)nranks;
+  return 0;
+}
+
+int symmpin_replay_variants(void) { return 1; }
 
 size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;

@@ -109,19 +109,13 @@ struct symmpin_engine_comm {
   site_entry *pinned_sites;  /* call sites pinned on at least one stream */
 };
 
-/* What the planner sees as a call's stream: its stream ordinal and the kernel variant its shape
- * uses. Sites share slot bytes only within one class: a slot used by the LL variant and then by
- * the copy variant at another shape timed out on the GPU (kernel layouts of different variants
- * are not compatible over time), so different variants never share a slot. */
+/* The planner's view of a call's stream: its sharing class (planner/record.h). A slot used by the
+ * LL variant and then by the copy variant at another shape timed out on the GPU, so variants never
+ * share a slot. */
 static int share_class(int stream_ord, const symmpin_allreduce_call *a, int nranks) {
-  if (stream_ord < 0) return -1;
-  return stream_ord * SYMMPIN_ONESHOT_VARIANT_COUNT +
-         (int)symmpin_oneshot_variant_for(a->count, a->dtype, nranks, SYMMPIN_FORM_STAGED);
-}
-
-/* The plan key of a call: its site on its stream. */
-static uint64_t plan_key(uint64_t site, int stream_ord) {
-  return symmpin_hash_combine(site, (uint64_t)(uint32_t)stream_ord);
+  return symmpin_call_class(
+      stream_ord, (int)symmpin_oneshot_variant_for(a->count, a->dtype, nranks, SYMMPIN_FORM_STAGED),
+      SYMMPIN_ONESHOT_VARIANT_COUNT);
 }
 
 static site_entry *site_find(site_entry *set, uint64_t id) {
@@ -464,7 +458,7 @@ static void engine_step(symmpin_comm *c, struct symmpin_engine_comm *e, const sy
   const symmpin_allreduce_call *a = ec->call;
   if (e->record.ncalls < RECORD_MAX_CALLS) {
     symmpin_call call = {
-        .site = plan_key(ec->site, ec->stream_ord), .count = a->count, .dtype = a->dtype, .op = a->op,
+        .site = symmpin_call_key(ec->site, ec->stream_ord), .count = a->count, .dtype = a->dtype, .op = a->op,
         .stream_ord = share_class(ec->stream_ord, a, c->nranks), .in_place = a->send == a->recv,
         .capturing = ec->capturing,
         .send_alloc = ec->send_alloc, .recv_alloc = ec->recv_alloc,
@@ -565,13 +559,13 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     return false;
   }
   if (!e->plan) {
-    site_add(&e->site_of_key, plan_key(ec->site, ec->stream_ord), ec->site);
+    site_add(&e->site_of_key, symmpin_call_key(ec->site, ec->stream_ord), ec->site);
     *reason = SYMMPIN_REASON_WARMUP;
     return false;
   }
   report_kernel_timeout(c, e);
   const symmpin_plan_site *slot = NULL;
-  uint64_t key = plan_key(ec->site, ec->stream_ord);
+  uint64_t key = symmpin_call_key(ec->site, ec->stream_ord);
   *reason = reason_of(symmpin_plan_route(e->plan, key, share_class(ec->stream_ord, ec->call, c->nranks),
                                          &slot));
   if (*reason != SYMMPIN_REASON_NONE) {
