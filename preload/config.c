@@ -36,10 +36,12 @@ static const symmpin_config_var vars[] = {
     {"SYMMPIN_STATS_FILE", SYMMPIN_CONFIG_STRING, "",
      "write the statistics as JSON to this file pattern at exit (%r, %p, %h as for SYMMPIN_TRACE)",
      OFF(stats_file), 0, 0, NULL},
-    {"SYMMPIN_WARMUP", SYMMPIN_CONFIG_UINT, "32",
-     "warm-up length: all-reduce calls per communicator recorded before the first plan",
-     OFF(warmup), 1, 1000000, NULL},
-    {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, "1M",
+    /* Defaults shared with symmpin-replay (planner/warmup.h, planner/replay.h); a test checks. */
+    {"SYMMPIN_WARMUP", SYMMPIN_CONFIG_UINT, "64",
+     "longest warm-up: all-reduce calls per communicator recorded before the first plan (it ends "
+     "earlier once the sequence of calls repeats; docs/planner.md)",
+     OFF(warmup), 1, 16384, NULL},
+    {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, "2M",
      "largest all-reduce (bytes) symmpin takes; larger ones go to NCCL", OFF(max_bytes), 0,
      (uint64_t)1 << 40, NULL},
     {"SYMMPIN_PLANNER", SYMMPIN_CONFIG_CHOICE, "shared",

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/replay.h"
+#include "planner/warmup.h"
 #include "preload/config.h"
 
 Test(config, booleans) {
@@ -98,8 +100,11 @@ Test(config, defaults) {
   cr_assert_str_empty(c.trace);
   cr_assert(!c.stats);
   cr_assert_str_empty(c.stats_file);
-  cr_assert_eq(c.warmup, 32);
-  cr_assert_eq(c.max_bytes, 1u << 20);
+  /* The preload and symmpin-replay must plan alike: same defaults. */
+  cr_assert_eq(c.warmup, SYMMPIN_WARMUP_DEFAULT);
+  cr_assert_eq(c.max_bytes, SYMMPIN_MAX_BYTES_DEFAULT);
+  cr_assert_eq(c.warmup, 64);
+  cr_assert_eq(c.max_bytes, 2u << 20);
   cr_assert_eq(c.planner, SYMMPIN_PLANNER_SHARED);
   cr_assert_eq(c.timeout_ms, 10000);
   cr_assert_eq(c.stack_depth, 1);
@@ -136,8 +141,11 @@ Test(config, bad_values_keep_defaults, .init = cr_redirect_stderr) {
   symmpin_config_read(lookup, (void *)env, &c);
   cr_assert(!c.disable);
   cr_assert_eq(c.debug, 1);
-  cr_assert_eq(c.warmup, 32);
-  cr_assert_eq(c.max_bytes, 1u << 20);
+  /* The preload and symmpin-replay must plan alike: same defaults. */
+  cr_assert_eq(c.warmup, SYMMPIN_WARMUP_DEFAULT);
+  cr_assert_eq(c.max_bytes, SYMMPIN_MAX_BYTES_DEFAULT);
+  cr_assert_eq(c.warmup, 64);
+  cr_assert_eq(c.max_bytes, 2u << 20);
   cr_assert_eq(c.planner, SYMMPIN_PLANNER_SHARED);
   cr_assert_eq(c.timeout_ms, 10000);
   cr_assert_eq(c.stack_depth, 1);
@@ -158,7 +166,7 @@ Test(config, bad_value_warning_text, .init = cr_redirect_stderr) {
   buf[n] = '\0';
   cr_assert(strstr(buf, "symmpin WARN"), "%s", buf);
   cr_assert(strstr(buf, "SYMMPIN_WARMUP=\"lots\" is not a valid integer in range; keeping the "
-                        "default \"32\""),
+                        "default \"64\""),
             "%s", buf);
   cr_assert_eq(strchr(buf, '\n'), buf + n - 1, "one line: %s", buf);
 }
