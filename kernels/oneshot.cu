@@ -330,14 +330,6 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(cons
   const size_t L = P.units;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
-  /* This thread's first input line is loaded before the epoch counter: neither load depends on the
-   * other, so their latencies overlap (small calls have one line per thread: it is the whole
-   * input, and one device-memory round trip less on the critical path). */
-  uint32_t w_first[2] = {0, 0};
-  if (first < L) {
-    size_t off = first * SYMMPIN_ONESHOT_LL_DATA_BYTES;
-    load_user<8>(P.send + off, P.bytes - off < 8 ? P.bytes - off : 8, w_first);
-  }
   const uint32_t seq = symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
   const unsigned parity = seq & 1;
   char *own = P.slot[P.rank] + kHeader;
@@ -346,8 +338,8 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(cons
   for (size_t l = first; l < L; l += stride) {
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
     size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
-    uint32_t w[2] = {w_first[0], w_first[1]};
-    if (l != first) load_user<8>(P.send + off, valid, w);
+    uint32_t w[2];
+    load_user<8>(P.send + off, valid, w);
     uint4 line = make_uint4(w[0], seq, w[1], seq);
     size_t u = symmpin_oneshot_unit_index((size_t)P.rank * L + l, parity);
 #pragma unroll
