@@ -4,12 +4,16 @@
  * Communicators are matched across files by their 128-bit key (from the comm-init events), not by
  * ordinal: ordinals agree between ranks of one communicator, but two disjoint split children can
  * have the same ordinal in different processes. A file whose events carry no key falls back to
- * the ordinal. */
+ * the ordinal.
+ *
+ * Plans speak in keys (a site on one stream, planner/record.h); reports speak in the user's call
+ * sites: every key the replay builds is remembered with the site and stream it stands for. */
 #include "planner/replay.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "planner/record.h"
 #include "planner/site.h"
@@ -23,17 +27,30 @@ typedef struct rank_data {
   int file;                 /* index into the loaded files */
   symmpin_call *calls;      /* in call order; .group holds the raw group token until recorded */
   size_t ncalls, cap;
-  symmpin_site_table *sites;
+  symmpin_site_table *sites;   /* per call site, all streams together */
+  symmpin_site_table *entries; /* per plan key (a site on one stream): that stream's calls only */
   /* what the simulation found */
   uint64_t warmup_end;      /* call count that ended warm-up; 0 if it never did */
   uint32_t period;
 } rank_data;
+
+/* What a plan key stands for. The key is a hash of (site, stream): it cannot be undone, so the
+ * replay notes the pair when it makes the key, as the preload does for its statistics. */
+typedef struct key_info {
+  uint64_t key, site;
+  int stream;               /* stream ordinal, -1 unknown */
+  int klass;                /* the sharing class the planner sees (planner/record.h) */
+  int variant;              /* the kernel variant of the site's shape */
+  long listed;              /* index among the report's entries; -1 until listed */
+  UT_hash_handle hh;
+} key_info;
 
 typedef struct comm_data {
   uint64_t key_hi, key_lo;
   int ordinal;              /* as in the first file that showed it */
   int nranks;
   rank_data **ranks;        /* [nranks], NULL where no trace has the rank */
+  key_info *keys;           /* uthash by key: every plan key any rank made */
   /* the simulation */
   symmpin_plan *plan;       /* last plan; NULL if warm-up never ended everywhere */
   uint64_t *rank_digest;    /* [nranks] the digest each rank computed */
@@ -96,13 +113,34 @@ static rank_data *rank_get(comm_data *c, int rank, int file, int ordinal) {
     r->rank = rank;
     r->file = file;
     r->sites = symmpin_site_table_create(ordinal);
-    if (!r->sites) {
+    r->entries = symmpin_site_table_create(ordinal);
+    if (!r->sites || !r->entries) {
+      symmpin_site_table_destroy(r->sites);
+      symmpin_site_table_destroy(r->entries);
       free(r);
       return NULL;
     }
     c->ranks[rank] = r;
   }
   return c->ranks[rank];
+}
+
+static key_info *key_find(const comm_data *c, uint64_t key) {
+  key_info *k = NULL;
+  HASH_FIND(hh, c->keys, &key, sizeof(key), k);
+  return k;
+}
+
+/* Remember what a key stands for; false if out of memory. Two pairs with one key (a 64-bit hash
+ * collision) would share a plan entry in the preload too; the first pair names it. */
+static bool key_note(comm_data *c, uint64_t key, uint64_t site, int stream, int klass, int variant) {
+  if (key_find(c, key)) return true;
+  key_info *k = calloc(1, sizeof(*k));
+  if (!k) return false;
+  *k = (key_info){.key = key, .site = site, .stream = stream, .klass = klass, .variant = variant,
+                  .listed = -1};
+  HASH_ADD(hh, c->keys, key, sizeof(k->key), k);
+  return true;
 }
 
 static bool is_init(symmpin_trace_call c) {
@@ -204,12 +242,14 @@ static symmpin_status load_file(loaded *L, int fi) {
     bool in_place = ev->send_ptr == ev->recv_ptr ||
                     (ev->send_alloc && ev->send_alloc == ev->recv_alloc &&
                      ev->send_off == ev->recv_off);
-    /* Keys and sharing classes as the preload makes them (planner/record.h). */
-    int klass = symmpin_call_class(ev->stream_ord,
-                                   symmpin_replay_variant(ev->count, ev->dtype, c->nranks),
-                                   symmpin_replay_variants());
-    r->calls[r->ncalls] = (symmpin_call){.site = symmpin_call_key(ev->site, ev->stream_ord),
-                                         .count = ev->count, .dtype = ev->dtype,
+    /* Keys and sharing classes as the preload makes them (planner/record.h), with the comm's
+     * size as the preload knows it at the call. */
+    int nranks = ev->nranks > 0 ? ev->nranks : c->nranks;
+    int variant = symmpin_replay_variant(ev->count, ev->dtype, nranks);
+    int klass = symmpin_call_class(ev->stream_ord, variant, symmpin_replay_variants());
+    uint64_t key = symmpin_call_key(ev->site, ev->stream_ord);
+    if (!key_note(c, key, ev->site, ev->stream_ord, klass, variant)) goto nomem;
+    r->calls[r->ncalls] = (symmpin_call){.site = key, .count = ev->count, .dtype = ev->dtype,
                                          .op = ev->op, .stream_ord = klass,
                                          .group = (uint32_t)token, .in_place = in_place,
                                          .capturing = ev->capturing != 0,
@@ -220,6 +260,8 @@ static symmpin_status load_file(loaded *L, int fi) {
                             .index = r->ncalls};
     r->ncalls++;
     st = symmpin_site_table_add(r->sites, &sc);
+    sc.site = key;
+    if (st == SYMMPIN_OK) st = symmpin_site_table_add(r->entries, &sc);
   }
   free(fc);
   free(ts);
@@ -371,37 +413,140 @@ static void json_str(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-/* The plan entry for a site, with the reason a site outside every plan gets. */
-/* Plans are keyed by (site, stream): a site is reported with the entry of the first stream it was
- * seen on. */
-static void site_decision(const comm_data *c, uint64_t site, uint64_t streams, bool *pinned,
-                          uint64_t *offset, uint64_t *slot, int *stream, const char **reason) {
-  int first = 0;
-  while (first < 63 && !(streams >> first & 1)) first++;
-  const symmpin_plan_site *ps =
-      c->plan ? symmpin_plan_find(c->plan, symmpin_call_key(site, first)) : NULL;
-  *pinned = ps && ps->pinned;
-  *offset = ps ? ps->offset : 0;
-  *slot = ps ? ps->slot_bytes : 0;
-  *stream = ps ? ps->stream_ord : -1;
-  if (ps)
-    *reason = symmpin_plan_reason_name(ps->reason);
-  else if (!c->complete)
-    *reason = "ranks missing from the traces";
-  else
-    *reason = symmpin_plan_reason_name(SYMMPIN_PLAN_UNPLANNED);
+/* A row of the report: one plan key, i.e. one site on one stream, with the calls the first rank
+ * that made it made on that stream. */
+typedef struct entry_row {
+  const key_info *k;
+  const symmpin_site *agg;
+  int rank;
+} entry_row;
+
+/* Every key any rank made, in the first rank's call order, then those only later ranks made; sets
+ * each key's .listed to its row. *n = 0 and NULL when there is none; NULL with *nomem set when
+ * out of memory. */
+static entry_row *list_entries(const comm_data *c, size_t *n, bool *nomem) {
+  *n = 0;
+  *nomem = false;
+  size_t nkeys = HASH_COUNT(c->keys);
+  if (nkeys == 0) return NULL;
+  entry_row *rows = calloc(nkeys, sizeof(*rows));
+  if (!rows) {
+    *nomem = true;
+    return NULL;
+  }
+  for (key_info *k = c->keys; k; k = k->hh.next) k->listed = -1;
+  for (int r = 0; r < c->nranks; r++) {
+    const rank_data *rd = c->ranks[r];
+    if (!rd) continue;
+    for (size_t i = 0; i < symmpin_site_table_count(rd->entries) && *n < nkeys; i++) {
+      const symmpin_site *e = symmpin_site_table_at(rd->entries, i);
+      key_info *k = key_find(c, e->id);
+      if (!k || k->listed >= 0) continue;
+      k->listed = (long)*n;
+      rows[(*n)++] = (entry_row){k, e, r};
+    }
+  }
+  return rows;
 }
 
-static void streams_list(FILE *out, uint64_t mask, bool json) {
+/* The plan's decision for a key, with the reason a key outside every plan gets. */
+typedef struct decision {
+  bool pinned;
+  uint64_t offset, slot;
+  long epoch; /* -1: not in the plan */
+  const char *reason;
+} decision;
+
+static decision key_decision(const comm_data *c, uint64_t key) {
+  const symmpin_plan_site *ps = c->plan ? symmpin_plan_find(c->plan, key) : NULL;
+  decision d = {.epoch = -1};
+  if (ps) {
+    d = (decision){ps->pinned, ps->offset, ps->slot_bytes, (long)ps->epoch,
+                   symmpin_plan_reason_name(ps->reason)};
+  } else {
+    d.reason = c->complete ? symmpin_plan_reason_name(SYMMPIN_PLAN_UNPLANNED)
+                           : "ranks missing from the traces";
+  }
+  return d;
+}
+
+/* Sets of keys some rank called inside one ncclGroup (in flight together, so the planner must not
+ * let them share bytes), as sorted row indices, each distinct set once. Needs list_entries first. */
+typedef struct row_set {
+  long *v;
+  size_t n;
+} row_set;
+
+static int cmp_long(const void *a, const void *b) {
+  long x = *(const long *)a, y = *(const long *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void sets_free(row_set *sets, size_t n) {
+  for (size_t i = 0; i < n; i++) free(sets[i].v);
+  free(sets);
+}
+
+static row_set *groups_together(const comm_data *c, size_t *nsets, bool *nomem) {
+  row_set *sets = NULL;
+  size_t n = 0;
+  long *run = NULL;
+  *nomem = false;
+  for (int r = 0; r < c->nranks; r++) {
+    const rank_data *rd = c->ranks[r];
+    if (!rd || rd->ncalls == 0) continue;
+    long *v = realloc(run, rd->ncalls * sizeof(*v));
+    if (!v) goto nomem;
+    run = v;
+    for (size_t i = 0; i < rd->ncalls;) {
+      size_t j = i, m = 0;
+      /* A group's calls are contiguous on the comm (one thread issues them); tokens are unique. */
+      while (j < rd->ncalls && rd->calls[i].group && rd->calls[j].group == rd->calls[i].group) {
+        const key_info *k = key_find(c, rd->calls[j].site);
+        if (k && k->listed >= 0) run[m++] = k->listed;
+        j++;
+      }
+      i = j > i ? j : i + 1;
+      if (m < 2) continue;
+      qsort(run, m, sizeof(*run), cmp_long);
+      size_t u = 1;
+      for (size_t q = 1; q < m; q++)
+        if (run[q] != run[u - 1]) run[u++] = run[q];
+      if (u < 2) continue;
+      bool seen = false;
+      for (size_t q = 0; q < n && !seen; q++)
+        seen = sets[q].n == u && memcmp(sets[q].v, run, u * sizeof(*run)) == 0;
+      if (seen) continue;
+      row_set *w = realloc(sets, (n + 1) * sizeof(*w));
+      if (!w) goto nomem;
+      sets = w;
+      sets[n].v = malloc(u * sizeof(*run));
+      if (!sets[n].v) goto nomem;
+      memcpy(sets[n].v, run, u * sizeof(*run));
+      sets[n++].n = u;
+    }
+  }
+  free(run);
+  *nsets = n;
+  return sets;
+nomem:
+  free(run);
+  sets_free(sets, n);
+  *nsets = 0;
+  *nomem = true;
+  return NULL;
+}
+
+static void streams_list(FILE *out, uint64_t mask) {
   bool first = true;
   for (int s = 0; s < 64; s++)
     if (mask >> s & 1) {
-      fprintf(out, first ? "%d" : (json ? ",%d" : " %d"), s);
+      fprintf(out, first ? "%d" : " %d", s);
       first = false;
     }
 }
 
-static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *out) {
+static symmpin_status report_json(const loaded *L, const symmpin_replay_options *o, FILE *out) {
   fprintf(out, "{\"version\":1,\"mode\":\"%s\",\"warmup\":%u,\"max_bytes\":%" PRIu64
                ",\"slot_bytes_from\":\"%s\",\"unattributed_calls\":%zu,\"files\":[",
           symmpin_plan_mode_name(o->mode), o->warmup ? o->warmup : SYMMPIN_WARMUP_DEFAULT,
@@ -414,6 +559,15 @@ static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *
   for (size_t i = 0; i < L->ncomms; i++) {
     const comm_data *c = &L->comms[i];
     const symmpin_plan *p = c->plan;
+    size_t nrows = 0, nsets = 0;
+    bool nomem;
+    entry_row *rows = list_entries(c, &nrows, &nomem);
+    row_set *sets = nomem ? NULL : groups_together(c, &nsets, &nomem);
+    if (nomem) {
+      free(rows);
+      fprintf(stderr, "symmpin-replay: out of memory writing the report\n");
+      return SYMMPIN_ERR_NOMEM;
+    }
     fprintf(out, "%s{\"comm\":%d,\"key\":\"%016" PRIx64 "%016" PRIx64 "\",\"nranks\":%d,"
                  "\"ranks_present\":[",
             i ? "," : "", c->ordinal, c->key_hi, c->key_lo, c->nranks);
@@ -435,42 +589,56 @@ static void report_json(const loaded *L, const symmpin_replay_options *o, FILE *
             c->complete ? "true" : "false", same_sequence(c) ? "true" : "false",
             c->agreed ? "true" : "false", c->epochs, p ? p->digest : 0, p ? p->pool_bytes : 0,
             p ? p->dedicated_bytes : 0, p ? p->pool_bytes : 0, p ? p->lower_bound_bytes : 0);
-    /* Every site any rank saw, in the first rank's order, then what other ranks saw alone. */
-    bool first_site = true;
-    for (int r = 0; r < c->nranks; r++) {
-      const rank_data *rd = c->ranks[r];
-      if (!rd) continue;
-      for (size_t k = 0; k < symmpin_site_table_count(rd->sites); k++) {
-        const symmpin_site *s = symmpin_site_table_at(rd->sites, k);
-        bool listed = false;
-        for (int q = 0; q < r && !listed; q++)
-          listed = c->ranks[q] && symmpin_site_table_find(c->ranks[q]->sites, s->id);
-        if (listed) continue;
-        bool pinned;
-        uint64_t off, slot;
-        int stream;
-        const char *reason;
-        site_decision(c, s->id, s->streams, &pinned, &off, &slot, &stream, &reason);
-        fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"rank\":%d,\"calls\":%" PRIu64
-                     ",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
-                     ",\"dtype\":\"%s\",\"op\":\"%s\",\"streams\":[",
-                first_site ? "" : ",", s->id, r, s->calls, s->bytes, s->count,
-                symmpin_dtype_name(s->dtype), symmpin_op_name(s->op));
-        first_site = false;
-        streams_list(out, s->streams, true);
-        fprintf(out, "],\"in_place\":%" PRIu64 ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,"
-                     "\"offset\":%" PRIu64 ",\"slot_bytes\":%" PRIu64 ",\"stream\":%d,\"reason\":",
-                s->in_place, s->out_of_place, pinned ? "true" : "false", off, slot, stream);
-        json_str(out, reason);
-        fputc('}', out);
-      }
+    /* One entry per (site, stream): what the plan decides for, with that stream's calls. */
+    for (size_t k = 0; k < nrows; k++) {
+      const key_info *ki = rows[k].k;
+      const symmpin_site *s = rows[k].agg;
+      decision d = key_decision(c, ki->key);
+      const char *kernel = symmpin_replay_variant_name(ki->variant);
+      fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"stream\":%d,\"class\":%d,\"kernel\":",
+              k ? "," : "", ki->site, ki->stream, ki->klass);
+      if (kernel)
+        json_str(out, kernel);
+      else
+        fputs("null", out);
+      fprintf(out, ",\"rank\":%d,\"calls\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
+                   ",\"dtype\":\"%s\",\"op\":\"%s\",\"in_place\":%" PRIu64
+                   ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,\"offset\":%" PRIu64
+                   ",\"slot_bytes\":%" PRIu64 ",\"epoch\":%ld,\"reason\":",
+              rows[k].rank, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
+              symmpin_op_name(s->op), s->in_place, s->out_of_place, d.pinned ? "true" : "false",
+              d.offset, d.slot, d.epoch);
+      json_str(out, d.reason);
+      fputc('}', out);
+    }
+    /* Entries some rank called inside one group, as indices into "sites": they may never share
+     * bytes (docs/planner.md), which a reader can check against the offsets. */
+    fprintf(out, "],\"in_flight_together\":[");
+    for (size_t q = 0; q < nsets; q++) {
+      fputs(q ? ",[" : "[", out);
+      for (size_t m = 0; m < sets[q].n; m++) fprintf(out, m ? ",%ld" : "%ld", sets[q].v[m]);
+      fputc(']', out);
     }
     fprintf(out, "]}");
+    free(rows);
+    sets_free(sets, nsets);
   }
   fprintf(out, "]}\n");
+  return SYMMPIN_OK;
 }
 
-static void report_text(const loaded *L, const symmpin_replay_options *o, FILE *out) {
+/* "site S, stream N" for a plan key; the key itself only if no call made it (cannot happen). */
+static void print_entry_name(FILE *out, const comm_data *c, uint64_t key) {
+  const key_info *k = key_find(c, key);
+  if (!k)
+    fprintf(out, "plan key %016" PRIx64 " (no call site known)", key);
+  else if (k->stream < 0)
+    fprintf(out, "%016" PRIx64 " on an unknown stream", k->site);
+  else
+    fprintf(out, "%016" PRIx64 " on stream %d", k->site, k->stream);
+}
+
+static symmpin_status report_text(const loaded *L, const symmpin_replay_options *o, FILE *out) {
   fprintf(out, "symmpin-replay: %d trace file(s), planner %s, warm-up %u, max bytes %" PRIu64
                ", slot sizes from the %s\n",
           L->nfiles, symmpin_plan_mode_name(o->mode), o->warmup ? o->warmup : SYMMPIN_WARMUP_DEFAULT,
@@ -491,11 +659,13 @@ static void report_text(const loaded *L, const symmpin_replay_options *o, FILE *
       }
       fprintf(out, "  rank %d: %s, %zu all-reduce(s), warm-up ", r, L->files[rd->file].path,
               rd->ncalls);
-      if (rd->warmup_end)
-        fprintf(out, "ended at call %" PRIu64 " (%s %u)\n", rd->warmup_end,
-                rd->period ? "repeat of period" : "limit, period", rd->period);
-      else
+      if (!rd->warmup_end)
         fprintf(out, "did not end\n");
+      else if (rd->period)
+        fprintf(out, "ended at call %" PRIu64 " (a loop of %u call(s) seen twice)\n",
+                rd->warmup_end, rd->period);
+      else
+        fprintf(out, "ended at call %" PRIu64 " (the limit, no loop seen)\n", rd->warmup_end);
     }
     fprintf(out, "  same sequence of sites on every rank: %s\n", same_sequence(c) ? "yes" : "no");
     if (!r0) continue;
@@ -503,10 +673,10 @@ static void report_text(const loaded *L, const symmpin_replay_options *o, FILE *
     for (size_t k = 0; k < symmpin_site_table_count(r0->sites); k++) {
       const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
       fprintf(out, "    %016" PRIx64 "  %" PRIu64 " call(s), %" PRIu64 " bytes, count %" PRIu64
-                   " %s %s, streams {",
+                   " %s %s, stream(s) {",
               s->id, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
               symmpin_op_name(s->op));
-      streams_list(out, s->streams, false);
+      streams_list(out, s->streams);
       fprintf(out, "}, in-place %" PRIu64 " / out-of-place %" PRIu64 ", calls #%" PRIu64
                    "..#%" PRIu64 "\n",
               s->in_place, s->out_of_place, s->first_call, s->last_call);
@@ -542,25 +712,33 @@ static void report_text(const loaded *L, const symmpin_replay_options *o, FILE *
       continue;
     }
     const symmpin_plan *p = c->plan;
-    fprintf(out, "  plan after %d epoch(s), mode %s:\n", c->epochs, symmpin_plan_mode_name(p->mode));
+    fprintf(out, "  plan after %d epoch(s), mode %s (a site called on two streams is planned "
+                 "once per stream):\n",
+            c->epochs, symmpin_plan_mode_name(p->mode));
     for (int r = 0; r < c->nranks; r++)
       fprintf(out, "    rank %d computes digest %016" PRIx64 "\n", r, c->rank_digest[r]);
     for (size_t k = 0; k < p->nsites; k++) {
       const symmpin_plan_site *s = &p->sites[k];
-      if (s->pinned)
-        fprintf(out, "    %016" PRIx64 "  pinned  offset %" PRIu64 ", slot %" PRIu64
-                     " bytes, stream %d (epoch %u)\n",
-                s->site, s->offset, s->slot_bytes, s->stream_ord, s->epoch);
-      else
-        fprintf(out, "    %016" PRIx64 "  NCCL    %s (epoch %u)\n", s->site,
-                symmpin_plan_reason_name(s->reason), s->epoch);
+      const key_info *ki = key_find(c, s->site);
+      const char *kernel = ki ? symmpin_replay_variant_name(ki->variant) : NULL;
+      fputs("    ", out);
+      print_entry_name(out, c, s->site);
+      if (s->pinned) {
+        fprintf(out, ": pinned at offset %" PRIu64 ", slot %" PRIu64 " bytes", s->offset,
+                s->slot_bytes);
+        if (kernel) fprintf(out, ", %s kernel", kernel);
+        fprintf(out, " (epoch %u)\n", s->epoch);
+      } else {
+        fprintf(out, ": NCCL, %s (epoch %u)\n", symmpin_plan_reason_name(s->reason), s->epoch);
+      }
     }
     fprintf(out, "  pool %" PRIu64 " bytes (dedicated would be %" PRIu64 ", lower bound %" PRIu64
-                 "), %zu of %zu site(s) pinned\n",
+                 "), %zu of %zu site/stream pair(s) pinned\n",
             p->pool_bytes, p->dedicated_bytes, p->lower_bound_bytes, p->npinned, p->nsites);
     fprintf(out, "  agreement: %s\n", c->agreed ? "GO (every rank computes the same plan)"
                                                 : "FAIL (plans differ between ranks)");
   }
+  return SYMMPIN_OK;
 }
 
 symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
@@ -576,7 +754,7 @@ symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
   for (int i = 0; i < L.nfiles && st == SYMMPIN_OK; i++) st = load_file(&L, i);
   for (size_t i = 0; i < L.ncomms && st == SYMMPIN_OK; i++)
     st = simulate(&L.comms[i], o, L.comms[i].ordinal);
-  if (st == SYMMPIN_OK) (o->json ? report_json : report_text)(&L, o, out);
+  if (st == SYMMPIN_OK) st = (o->json ? report_json : report_text)(&L, o, out);
 
   for (size_t i = 0; i < L.ncomms; i++) {
     comm_data *c = &L.comms[i];
@@ -584,9 +762,15 @@ symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
       if (c->ranks[r]) {
         free(c->ranks[r]->calls);
         symmpin_site_table_destroy(c->ranks[r]->sites);
+        symmpin_site_table_destroy(c->ranks[r]->entries);
         free(c->ranks[r]);
       }
     free(c->ranks);
+    key_info *k, *tmp;
+    HASH_ITER(hh, c->keys, k, tmp) {
+      HASH_DEL(c->keys, k);
+      free(k);
+    }
     free(c->rank_digest);
     symmpin_plan_free(c->plan);
   }

@@ -36,6 +36,8 @@ bool symmpin_replay_supports(int dtype, int op, void *ctx);
  * classes); 0 and 1 with the stand-in. */
 int symmpin_replay_variant(size_t count, int dtype, int nranks);
 int symmpin_replay_variants(void);
+/* A variant's name for reports ("LL", "copy", "direct"); NULL with the stand-in. */
+const char *symmpin_replay_variant_name(int variant);
 /* "kernels" or "stand-in": which one the above is. */
 const char *symmpin_replay_slot_source(void);
 

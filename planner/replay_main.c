@@ -15,7 +15,9 @@ static void usage(FILE *to) {
           "                      [--max-bytes N] TRACE...\n"
           "Replays symmpin traces of all ranks of a job (one file per process; a file may hold\n"
           "several ranks) and prints per communicator: call sites, buffers, whether ranks agree,\n"
-          "and the plan every rank would make. Sizes accept K, M, G suffixes.\n");
+          "and the plan every rank would make, per call site and stream. Defaults as in the\n"
+          "library: --planner shared, --warmup %u, --max-bytes %lluK. Sizes accept K, M, G.\n",
+          (unsigned)SYMMPIN_WARMUP_DEFAULT, (unsigned long long)(SYMMPIN_MAX_BYTES_DEFAULT >> 10));
 }
 
 /* Decimal with an optional K/M/G (binary) suffix, as the library's environment variables. */

@@ -15,6 +15,15 @@ int symmpin_replay_variant(size_t count, int dtype, int nranks) {
 
 int symmpin_replay_variants(void) { return SYMMPIN_ONESHOT_VARIANT_COUNT; }
 
+const char *symmpin_replay_variant_name(int variant) {
+  switch ((symmpin_oneshot_variant)variant) {
+  case SYMMPIN_ONESHOT_LL: return "LL";
+  case SYMMPIN_ONESHOT_COPY: return "copy";
+  case SYMMPIN_ONESHOT_DIRECT: return "direct";
+  default: return NULL;
+  }
+}
+
 size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;
   return symmpin_oneshot_slot_bytes(count, dtype, nranks, SYMMPIN_FORM_STAGED);
@@ -35,6 +44,11 @@ int symmpin_replay_variant(size_t count, int dtype, int nranks) {
 }
 
 int symmpin_replay_variants(void) { return 1; }
+
+const char *symmpin_replay_variant_name(int variant) {
+  (void)variant;
+  return NULL;
+}
 
 size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;

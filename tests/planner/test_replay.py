@@ -1,16 +1,29 @@
 #!/usr/bin/env python3
-"""symmpin-replay on the synthetic traces of tests/traces/synthetic (see its README): runs the
-binary and checks its --json answers against what the traces were built to show. Expected pool
-sizes are derived from the slot sizes the tool reports (they come from the kernels' own function),
-so the checks hold whichever slot function the build links.
-usage: test_replay.py SYMMPIN_REPLAY TRACE_DIR"""
+"""symmpin-replay on traces: runs the binary and checks its --json (and text) answers.
+
+- The synthetic traces of tests/traces/synthetic (see its README) against what they were built to
+  show. Expected pool sizes are derived from the slot sizes and sharing classes the tool reports
+  (they come from the kernels' own functions), so the checks hold whichever slot function the
+  build links.
+- The real traces recorded on 2 x H200 next to that folder (tests/traces/<set>/) against the
+  planner's invariants, and against call counts read from the trace text by this script. The
+  dedicated / planned / lower-bound bytes of each set are printed as TAP comments.
+
+Plan entries are (site, stream) pairs: one site called on two streams is two entries, each with
+that stream's calls. "class" is the sharing class the planner saw (stream x kernel variant):
+entries of different classes may never share bytes.
+usage: test_replay.py SYMMPIN_REPLAY SYNTHETIC_TRACE_DIR"""
 import json
 import os
 import subprocess
 import sys
+from collections import Counter
 
 REPLAY, TRACES = sys.argv[1], sys.argv[2]
+REAL = os.path.dirname(os.path.abspath(TRACES))  # tests/traces: the real sets sit next to synthetic/
+REAL_SETS = ["app-procs", "app-single", "app-threads", "ddp", "tp"]
 failures = []
+ran = 0
 
 
 def run(*args, expect_rc=0):
@@ -20,101 +33,179 @@ def run(*args, expect_rc=0):
     return p.stdout
 
 
-def replay_json(case, *flags):
-    d = os.path.join(TRACES, case)
-    files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".trace"))
-    doc = json.loads(run("--json", *flags, *files))
+def case_files(case, root=None):
+    d = os.path.join(root or TRACES, case)
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if not f.endswith(".md"))
+
+
+def replay_json(case, *flags, root=None):
+    doc = json.loads(run("--json", *flags, *case_files(case, root)))
     assert len(doc["comms"]) == 1, doc["comms"]
     return doc, doc["comms"][0]
 
 
+def short(site):
+    return site[-2:] if site.startswith("0000000000000") else site
+
+
+def entries(comm):
+    """(site, stream) -> entry; each pair listed once."""
+    out = {}
+    for s in comm["sites"]:
+        k = (short(s["site"]), s["stream"])
+        assert k not in out, f"{k} listed twice"
+        out[k] = s
+    return out
+
+
 def sites(comm):
-    return {s["site"][-2:] if s["site"].startswith("0000000000000") else s["site"]: s
-            for s in comm["sites"]}
+    """site -> entry, for traces where every site is called on one stream."""
+    out = {}
+    for (site, _), s in entries(comm).items():
+        assert site not in out, f"site {site} on several streams"
+        out[site] = s
+    return out
+
+
+def class_pool(entries_):
+    """The pool whole-slot sharing needs without groups: per class, its largest pinned slot."""
+    per = {}
+    for s in entries_:
+        if s["pinned"]:
+            per[s["class"]] = max(per.get(s["class"], 0), s["slot_bytes"])
+    return sum(per.values())
+
+
+def check_layout(c, dedicated=False):
+    """The planner's invariants on one communicator's plan: every pinned slot inside the pool;
+    ranges either disjoint or starting at the same offset (whole slots); entries of different
+    classes, or called together in one group, never share a byte; dedicated: nothing shared."""
+    pinned = [s for s in c["sites"] if s["pinned"]]
+    together = [set(g) for g in c["in_flight_together"]]
+    for s in pinned:
+        assert s["slot_bytes"] > 0 and s["offset"] % 256 == 0, s
+        assert 0 <= s["offset"] and s["offset"] + s["slot_bytes"] <= c["pool_bytes"], (s, c["pool_bytes"])
+    idx = {id(s): i for i, s in enumerate(c["sites"])}
+    for a in range(len(pinned)):
+        for b in range(a + 1, len(pinned)):
+            x, y = pinned[a], pinned[b]
+            hit = x["offset"] < y["offset"] + y["slot_bytes"] and y["offset"] < x["offset"] + x["slot_bytes"]
+            if not hit:
+                continue
+            name = f"{short(x['site'])}@{x['stream']} and {short(y['site'])}@{y['stream']}"
+            assert not dedicated, f"dedicated plan shares bytes: {name}"
+            assert x["offset"] == y["offset"], f"partial overlap: {name}"
+            assert x["class"] == y["class"], f"different classes share bytes: {name}"
+            assert not any({idx[id(x)], idx[id(y)]} <= g for g in together), \
+                f"in one group and sharing bytes: {name}"
 
 
 def check(name):
     def wrap(fn):
+        global ran
+        ran += 1
         try:
             fn()
-            print(f"ok - {name}")
+            print(f"ok {ran} - {name}")
         except Exception as e:  # report every failing case, not just the first
             failures.append(name)
-            print(f"not ok - {name}: {e!r}")
+            print(f"not ok {ran} - {name}: {e!r}")
         return fn
     return wrap
 
 
-@check("ddp2: agreed, all pinned, one stream shares one slot")
+DDP_COUNTS = {"a1": 1 << 20, "b2": 3 << 18, "c3": 1 << 18, "d4": 5 << 16}
+
+
+@check("ddp2 --max-bytes 4M: agreed, all pinned, one stream: one shared slot per kernel variant")
 def _():
-    doc, c = replay_json("ddp2")
-    assert doc["mode"] == "shared"
+    doc, c = replay_json("ddp2", "--max-bytes", "4M")
+    assert doc["mode"] == "shared" and doc["max_bytes"] == 4 << 20
     assert c["complete"] and c["same_sequence"] and c["agreed"], c
     assert c["nranks"] == 2 and c["calls"] == [48, 48], c["calls"]
     assert c["warmup_end"] == [16, 16], c["warmup_end"]
     s = sites(c)
     assert sorted(s) == ["a1", "b2", "c3", "d4"], sorted(s)
-    counts = {"a1": 1 << 20, "b2": 3 << 18, "c3": 1 << 18, "d4": 5 << 16}
     for k, v in s.items():
         assert v["pinned"] and v["reason"] == "pinned", v
-        assert v["calls"] == 12 and v["bytes"] == 12 * counts[k] * 4, v
-        assert v["offset"] == 0 and v["stream"] == 0, v
+        assert v["calls"] == 12 and v["bytes"] == 12 * DDP_COUNTS[k] * 4, v
+        assert v["stream"] == 0 and v["epoch"] == 0, v
         assert v["in_place"] == 12 and v["out_of_place"] == 0, v
+    for x in s.values():  # one stream, no groups: one class shares one slot
+        for y in s.values():
+            assert (x["offset"] == y["offset"]) == (x["class"] == y["class"]), (x, y)
+    check_layout(c)
     slots = [v["slot_bytes"] for v in s.values()]
     assert min(slots) > 0
-    assert c["pool_bytes"] == c["planned_bytes"] == max(slots), (c["pool_bytes"], slots)
-    assert c["lower_bound_bytes"] == max(slots)
+    assert c["pool_bytes"] == c["planned_bytes"] == class_pool(s.values()), (c["pool_bytes"], slots)
+    assert c["lower_bound_bytes"] == c["pool_bytes"]
     assert c["dedicated_bytes"] == sum(slots)
 
 
 @check("ddp2 --planner dedicated: offsets in order of first appearance")
 def _():
-    doc, c = replay_json("ddp2", "--planner", "dedicated")
+    doc, c = replay_json("ddp2", "--planner", "dedicated", "--max-bytes", "4M")
     assert doc["mode"] == "dedicated"
     off = 0
     for v in c["sites"]:  # listed in order of first call
         assert v["pinned"] and v["offset"] == off, (v, off)
         off += v["slot_bytes"]
     assert c["pool_bytes"] == c["dedicated_bytes"] == off
+    check_layout(c, dedicated=True)
 
 
-@check("ddp2 --max-bytes 2M: the two large buckets stay on NCCL")
+@check("ddp2 at the default SYMMPIN_MAX_BYTES (2 MiB): the two large buckets stay on NCCL")
 def _():
-    _, c = replay_json("ddp2", "--max-bytes", "2M")
+    doc, c = replay_json("ddp2")
+    assert doc["max_bytes"] == 2 << 20, doc["max_bytes"]
     s = sites(c)
     assert [k for k in sorted(s) if not s[k]["pinned"]] == ["a1", "b2"], s
     assert s["a1"]["reason"] == "too large" and s["b2"]["reason"] == "too large"
-    assert c["pool_bytes"] == max(s["c3"]["slot_bytes"], s["d4"]["slot_bytes"])
+    assert s["c3"]["pinned"] and s["d4"]["pinned"]
+    assert c["pool_bytes"] == class_pool([s["c3"], s["d4"]]) > 0
+    check_layout(c)
+
+
+@check("ddp2 --max-bytes 2M and 3M: only messages above the limit stay on NCCL")
+def _():
+    _, c2 = replay_json("ddp2", "--max-bytes", "2M")
+    _, c3 = replay_json("ddp2", "--max-bytes", "3M")  # b2 is exactly 3 MiB: not above the limit
+    s2, s3 = sites(c2), sites(c3)
+    assert [k for k in sorted(s2) if not s2[k]["pinned"]] == ["a1", "b2"], s2
+    assert [k for k in sorted(s3) if not s3[k]["pinned"]] == ["a1"], s3
 
 
 @check("ddp2 --warmup 8: warm-up ends after two loops of four")
 def _():
-    doc, c = replay_json("ddp2", "--warmup", "8")
+    doc, c = replay_json("ddp2", "--warmup", "8", "--max-bytes", "4M")
     assert doc["warmup"] == 8 and c["warmup_end"] == [8, 8], c["warmup_end"]
 
 
 @check("differ2: only the differing sites fall back")
 def _():
-    _, c = replay_json("differ2")
+    _, c = replay_json("differ2", "--max-bytes", "4M")
     assert c["agreed"] and not c["same_sequence"], c
     s = sites(c)
     assert s["b2"]["reason"] == "differs between ranks" and not s["b2"]["pinned"]
     assert s["ee"]["reason"] == "not on all ranks" and s["ee"]["rank"] == 1
+    assert s["ee"]["calls"] == 1 and s["b2"]["calls"] == 12 and s["b2"]["rank"] == 0
     for k in ("a1", "c3", "d4"):
         assert s[k]["pinned"], s[k]
-    assert c["pool_bytes"] == max(s[k]["slot_bytes"] for k in ("a1", "c3", "d4"))
+    assert c["pool_bytes"] == class_pool(s[k] for k in ("a1", "c3", "d4"))
+    check_layout(c)
 
 
-@check("twostreams2: a slot per stream")
+@check("twostreams2: a slot per stream (and kernel variant)")
 def _():
-    _, c = replay_json("twostreams2")
+    _, c = replay_json("twostreams2", "--max-bytes", "4M")
     s = sites(c)
     assert [s[k]["stream"] for k in ("a1", "b2", "c3", "d4")] == [0, 1, 0, 1]
-    assert s["a1"]["offset"] == s["c3"]["offset"] and s["b2"]["offset"] == s["d4"]["offset"]
+    assert s["a1"]["class"] != s["b2"]["class"] and s["c3"]["class"] != s["d4"]["class"]
+    for x, y in (("a1", "c3"), ("b2", "d4")):  # one stream: same offset iff same kernel variant
+        assert (s[x]["offset"] == s[y]["offset"]) == (s[x]["class"] == s[y]["class"]), (s[x], s[y])
     assert s["a1"]["offset"] != s["b2"]["offset"]
-    want = (max(s["a1"]["slot_bytes"], s["c3"]["slot_bytes"]) +
-            max(s["b2"]["slot_bytes"], s["d4"]["slot_bytes"]))
-    assert c["pool_bytes"] == want == c["lower_bound_bytes"], (c["pool_bytes"], want)
+    check_layout(c)
+    assert c["pool_bytes"] == class_pool(s.values()) == c["lower_bound_bytes"], c["pool_bytes"]
 
 
 @check("incomplete: a missing rank means no agreement")
@@ -123,6 +214,7 @@ def _():
     assert not c["complete"] and not c["agreed"], c
     assert c["ranks_present"] == [0] and c["pool_bytes"] == 0
     assert all(not v["pinned"] for v in c["sites"]), c["sites"]
+    assert all(v["reason"] == "ranks missing from the traces" for v in c["sites"]), c["sites"]
 
 
 @check("sweep4: one file, four ranks in groups, late sites planned in later epochs")
@@ -132,21 +224,152 @@ def _():
     assert c["calls"] == [160] * 4 and c["agreed"] and c["same_sequence"], c
     assert c["epochs"] >= 2, c["epochs"]
     assert len(c["sites"]) == 8 and all(v["pinned"] for v in c["sites"]), c["sites"]
+    assert max(v["epoch"] for v in c["sites"]) >= 1, c["sites"]
     slots = [v["slot_bytes"] for v in c["sites"]]
     assert slots == sorted(slots), slots  # counts double size by size
-    assert all(v["offset"] == 0 for v in c["sites"])
-    assert c["pool_bytes"] == max(slots)
+    # one call per rank per group: nothing is in flight together, one slot per class
+    assert c["in_flight_together"] == [], c["in_flight_together"]
+    check_layout(c)
+    assert c["pool_bytes"] == class_pool(c["sites"])
 
 
-@check("text report and usage errors")
+@check("mixed2: one site on two streams is two entries; kernel variants never share a slot")
 def _():
-    files = [os.path.join(TRACES, "ddp2", f) for f in ("rank0.trace", "rank1.trace")]
-    out = run(*files)
-    assert "agreement: GO" in out and "4 of 4 site(s) pinned" in out, out
+    doc, c = replay_json("mixed2")
+    assert c["agreed"] and c["same_sequence"] and c["calls"] == [180, 180], c
+    e = entries(c)
+    assert sorted(e) == [("5a", 0), ("5a", 1), ("6b", 0), ("7c", 0)], sorted(e)
+    want = {("5a", 0): (8, 1024 * 4), ("5a", 1): (52, 1024 * 4), ("6b", 0): (60, (1 << 18) * 4),
+            ("7c", 0): (60, 4096 * 2)}
+    for k, (calls, nbytes) in want.items():  # each stream's calls only
+        assert e[k]["calls"] == calls and e[k]["bytes"] == calls * nbytes, e[k]
+        assert e[k]["pinned"], e[k]
+    assert e[("5a", 1)]["epoch"] == 1 and e[("5a", 0)]["epoch"] == 0, e
+    assert e[("5a", 0)]["class"] != e[("5a", 1)]["class"]
+    s0 = [e[k] for k in e if k[1] == 0]
+    for x in s0:
+        assert x["offset"] + x["slot_bytes"] <= e[("5a", 1)]["offset"] or \
+            e[("5a", 1)]["offset"] + e[("5a", 1)]["slot_bytes"] <= x["offset"], (x, e[("5a", 1)])
+        for y in s0:
+            assert (x["offset"] == y["offset"]) == (x["class"] == y["class"]), (x, y)
+    if doc["slot_bytes_from"] == "kernels":  # the stand-in has one variant
+        assert e[("5a", 0)]["kernel"] == e[("7c", 0)]["kernel"] == "LL", e
+        assert e[("6b", 0)]["kernel"] == "copy", e[("6b", 0)]
+        assert e[("6b", 0)]["offset"] != e[("5a", 0)]["offset"]
+    check_layout(c)
+    assert c["pool_bytes"] == class_pool(c["sites"]) == c["lower_bound_bytes"]
+
+
+def plan_lines(text):
+    """The plan section's entry lines (after 'plan after', before 'pool')."""
+    lines, on = [], False
+    for line in text.splitlines():
+        if line.startswith("  plan after"):
+            on = True
+        elif line.startswith("  pool "):
+            on = False
+        elif on and not line.startswith("    rank "):
+            lines.append(line.strip())
+    return lines
+
+
+@check("text report names sites and streams, never plan keys; usage errors")
+def _():
+    files = case_files("ddp2")
+    out = run("--max-bytes", "4M", *files)
+    assert "agreement: GO" in out and "4 of 4 site/stream pair(s) pinned" in out, out
+    assert "(a loop of 4 call(s) seen twice)" in out, out
+    lines = plan_lines(out)
+    assert len(lines) == 4, lines
+    known = {f"{v:016x}" for v in (0xa1, 0xb2, 0xc3, 0xd4)}
+    for line in lines:
+        assert line.split()[0] in known and " on stream 0: pinned at offset " in line, line
+    out = run(*files)  # the default limit
+    assert "2 of 4 site/stream pair(s) pinned" in out, out
+    assert "00000000000000a1 on stream 0: NCCL, too large" in out, out
+    out = run(*case_files("mixed2"))
+    lines = plan_lines(out)
+    assert len(lines) == 4 and "000000000000005a on stream 1: pinned" in out, lines
+    assert sum(line.startswith("000000000000005a on stream ") for line in lines) == 2, lines
     run("--planner", "bogus", *files, expect_rc=2)
     run(expect_rc=2)
     run(os.path.join(TRACES, "no-such.trace"), expect_rc=1)
 
 
+# ---- the real traces ----
 
+def raw_calls(files):
+    """rank -> Counter of (site, stream) over the traces' ncclAllReduce lines, read here without
+    the tool (attributed as the replay does: events carry their rank in these traces)."""
+    per = {}
+    for path in files:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("#"):
+                    continue
+                parts = line.split()
+                if len(parts) < 4 or parts[3] != "ncclAllReduce":
+                    continue
+                kv = dict(p.split("=", 1) for p in parts[4:] if "=" in p)
+                if int(kv.get("comm", "-1")) < 0:
+                    continue
+                rank = int(kv["rank"])
+                per.setdefault(rank, Counter())[(f"{int(kv['site'], 16):016x}",
+                                                 int(kv["stream_ord"]))] += 1
+    return per
+
+
+def real_set(name):
+    @check(f"real trace {name}: agreed, plan within bounds, slots consistent, stable")
+    def _():
+        files = case_files(name, REAL)
+        assert files, f"no traces in {name}"
+        text = run("--json", *files)
+        doc = json.loads(text)
+        assert len(doc["comms"]) == 1, [c["key"] for c in doc["comms"]]
+        c = doc["comms"][0]
+        assert c["nranks"] == 2 and c["ranks_present"] == [0, 1], c["ranks_present"]
+        assert c["complete"] and c["same_sequence"] and c["agreed"], \
+            {k: c[k] for k in ("complete", "same_sequence", "agreed")}
+        assert doc["unattributed_calls"] == 0, doc["unattributed_calls"]
+        # entries against the traces' own text: one per (site, stream), that stream's calls
+        raw = raw_calls(files)
+        assert sorted(raw) == [0, 1] and raw[0] == raw[1], "ranks made different calls"
+        e = {(s["site"], s["stream"]): s for s in c["sites"]}
+        assert len(e) == len(c["sites"]), "a (site, stream) pair listed twice"
+        assert set(e) == set(raw[0]), set(e) ^ set(raw[0])
+        for k, n in raw[0].items():
+            assert e[k]["calls"] == n and e[k]["rank"] == 0, (k, n, e[k])
+        assert sum(raw[0].values()) == c["calls"][0] == c["calls"][1], c["calls"]
+        pinned = [s for s in c["sites"] if s["pinned"]]
+        assert pinned, "nothing pinned"
+        planned, dedicated, bound = c["planned_bytes"], c["dedicated_bytes"], c["lower_bound_bytes"]
+        assert planned == c["pool_bytes"]
+        assert dedicated == sum(s["slot_bytes"] for s in pinned), dedicated
+        assert planned <= 1.05 * bound + 256, (planned, bound)
+        assert bound <= planned <= dedicated, (bound, planned, dedicated)
+        check_layout(c)
+        # offsets stable: the same JSON again, and the same plan with the files in reverse order
+        assert run("--json", *files) == text, "a second run printed different JSON"
+        if len(files) > 1:
+            rev = json.loads(run("--json", *reversed(files)))
+            assert rev["comms"] == doc["comms"], "file order changed the plan"
+        # dedicated mode: every pinned entry its own bytes, the pool is their sum
+        dd = json.loads(run("--json", "--planner", "dedicated", *files))["comms"][0]
+        assert dd["agreed"] and dd["planned_bytes"] == dd["dedicated_bytes"], \
+            (dd["planned_bytes"], dd["dedicated_bytes"])
+        check_layout(dd, dedicated=True)
+        if not any(s["reason"].startswith("overlaps") for s in c["sites"]):
+            assert {(s["site"], s["stream"]) for s in dd["sites"] if s["pinned"]} == \
+                {(s["site"], s["stream"]) for s in pinned}, "modes pinned different entries"
+            assert dd["dedicated_bytes"] == dedicated
+        print(f"# {name}: dedicated {dedicated}, planned {planned}, lower bound {bound} bytes "
+              f"({len(pinned)} of {len(c['sites'])} site/stream pairs pinned, "
+              f"{c['epochs']} epoch(s), {c['calls'][0]} all-reduces per rank)")
+
+
+for _name in REAL_SETS:
+    real_set(_name)
+
+print(f"1..{ran}")
 sys.exit(1 if failures else 0)

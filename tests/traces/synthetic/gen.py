@@ -86,8 +86,25 @@ def sweep_one_process(name, nranks=4, iters=20):
     t.write()
 
 
+def mixed(name, steps=60, move_at=8):
+    """Tensor-parallel-like: small all-reduces (LL kernel sizes) and a large one (copy kernel) on one
+    stream; from step `move_at` on, site 0x5a is called on stream 1 instead (one site, two streams:
+    two plan entries)."""
+    loop = [(0x5a, 1024, "f32"), (0x6b, 1 << 18, "f32"), (0x7c, 4096, "bf16")]  # site, count, dtype
+    for r in (0, 1):
+        t = Trace(os.path.join(HERE, name, f"rank{r}.trace"), 3000 + r, r, "python3 tp_loop.py")
+        t.init(1, r, r, 2)
+        buf = t.malloc(1, r, 1 << 20, 0x7f0000000000 + 0x10000000)
+        for step in range(steps):
+            for site, count, dtype in loop:
+                so = 1 if site == 0x5a and step >= move_at else 0
+                t.allreduce(1, r, r, 2, site, count, dtype, stream_ord=so, alloc=buf)
+        t.write()
+
+
 ddp("ddp2")
 ddp("differ2", swap=(1, 5, 0xee))  # rank 1, call 6 (step 2, bucket B): another site
 ddp("twostreams2", streams=[0, 1, 0, 1])
 ddp("incomplete", ranks=(0,))
 sweep_one_process("sweep4")
+mixed("mixed2")
