@@ -12,8 +12,9 @@ meson test -C "$build" --print-errorlogs "$@" 2>&1 | tee "$build/test-summary.lo
 rc=${PIPESTATUS[0]}
 set -e
 # Meson's summary in the closing form CI reads: "N passed, N failed".
-ok=$(sed -n 's/^Ok: *\([0-9]*\)/\1/p' "$build/test-summary.log" | tail -n1)
-fail=$(sed -n 's/^Fail: *\([0-9]*\)/\1/p' "$build/test-summary.log" | tail -n1)
-timeout=$(sed -n 's/^Timeout: *\([0-9]*\)/\1/p' "$build/test-summary.log" | tail -n1)
+count() { awk -v k="$1:" '$1 == k { n = $2 } END { print n + 0 }' "$build/test-summary.log"; }
+ok=$(count Ok)
+fail=$(count Fail)
+timeout=$(count Timeout)
 echo "tests: ${ok:-0} passed, $(( ${fail:-0} + ${timeout:-0} )) failed"
 exit "$rc"
