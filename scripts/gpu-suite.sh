@@ -91,6 +91,14 @@ s_ddp() {
 s_tp() {
   TP_TIME=0 compare_runs tp '^TP |tp_loop:' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_loop.py
 }
+s_dedicated() { # the one-slot-per-site planner: same results as NCCL (and so as the shared planner)
+  SYMMPIN_PLANNER=dedicated compare_runs ddp-dedicated '^DDP|^step' \
+    "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py || return 1
+  TP_TIME=0 SYMMPIN_PLANNER=dedicated compare_runs tp-dedicated '^TP |tp_loop:' \
+    "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_loop.py || return 1
+  SYMMPIN_PLANNER=dedicated compare_runs app-dedicated '^RESULT|symmpin-app:' \
+    "$B/tests/apps/symmpin-app" --mode procs
+}
 s_bench() {
   "$B/tests/gpu/symmpin-bench" --csv "$OUT/bench.csv" || return 1
 }
@@ -105,7 +113,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams ddp tp bench speed)
+all=(info oneshot pool sanitizer app app_diverge two_streams ddp tp dedicated bench speed)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done
