@@ -57,6 +57,7 @@ typedef struct {
   slot *v; /* sorted by start */
   size_t n;
   long *next;
+  uint64_t old_end; /* the earlier plans' pool: the pool grows by a separate chunk after it */
 } slots;
 
 static size_t slot_find(const slots *s, uint64_t start) { /* first slot with .start >= start */
@@ -87,6 +88,9 @@ static void slot_add(slots *s, uint64_t start, uint64_t bytes, size_t item) {
  * only items that never overlap x in time. */
 static bool fits(const symmpin_slot_problem *p, const slots *s, size_t x, uint64_t o) {
   uint64_t w = p->items[x].bytes;
+  /* A slot may not cross the end of the earlier plans' pool: the bytes after it come in a new
+   * chunk of symmetric memory, mapped separately on every rank (symmem/pool.h). */
+  if (o < s->old_end && o + w > s->old_end) return false;
   /* slots are disjoint and sorted, so only the one before o and those starting in [o, o+w) can
    * intersect */
   size_t k = slot_find(s, o);
@@ -102,7 +106,7 @@ static bool fits(const symmpin_slot_problem *p, const slots *s, size_t x, uint64
 static symmpin_status assign_shared(symmpin_slot_problem *p) {
   size_t n = p->nitems, cap = n ? n : 1;
   order_key *todo = malloc(cap * sizeof(*todo));
-  slots s = {malloc(cap * sizeof(*s.v)), 0, malloc(cap * sizeof(*s.next))};
+  slots s = {malloc(cap * sizeof(*s.v)), 0, malloc(cap * sizeof(*s.next)), 0};
   uint64_t *cand = malloc((2 * cap + 1) * sizeof(*cand));
   if (!todo || !s.v || !s.next || !cand) {
     free(todo);
@@ -123,6 +127,7 @@ static symmpin_status assign_shared(symmpin_slot_problem *p) {
     slot_add(&s, it->offset, it->bytes, i);
     if (it->offset + it->bytes > end) end = it->offset + it->bytes;
   }
+  s.old_end = end;
   qsort(todo, ntodo, sizeof(*todo), cmp_order);
 
   for (size_t t = 0; t < ntodo; t++) {

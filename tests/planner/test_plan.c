@@ -1,6 +1,7 @@
 /* Plans: agreement across ranks, stable offsets, late sites, overlap safety, pool sizes against
  * the lower bound, reasons, the per-call route, and a seeded randomized property test. */
 #include "plan_util.h"
+#include "planner/slots.h"
 
 #define F32 SYMMPIN_FLOAT32
 #define SUM SYMMPIN_SUM
@@ -530,4 +531,19 @@ Test(plan, randomized_properties, .timeout = 120) {
     symmpin_plan_free(p0);
     symmpin_plan_free(p1);
   }
+}
+
+/* A later epoch's pool grows by a separate chunk of symmetric memory: a new slot may join an old
+ * slot only if it stays inside the old pool, else it must start at or after the old end. */
+Test(plan, late_slot_never_crosses_the_old_pool_end) {
+  symmpin_slot_item items[2] = {
+      {.bytes = 256, .stream = 0, .placed = true, .offset = 0}, /* earlier plan: pool [0, 256) */
+      {.bytes = 512, .stream = 0, .placed = false},             /* same stream: may share bytes */
+  };
+  symmpin_slot_problem pb = {.items = items, .nitems = 2, .alignment = 256, .pool_bytes = 256};
+  cr_assert_eq(symmpin_slots_shared.assign(&pb), SYMMPIN_OK);
+  cr_assert(items[1].offset >= 256, "new slot at %llu crosses the old end 256",
+            (unsigned long long)items[1].offset);
+  cr_assert_eq(items[0].offset, 0);
+  cr_assert_eq(pb.pool_bytes, items[1].offset + 512);
 }
