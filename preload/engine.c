@@ -91,7 +91,7 @@ struct symmpin_engine_comm {
   engine_phase phase;
   symmpin_reason off_reason;
   uint32_t epoch;            /* the epoch in progress or last finished */
-  uint64_t tid;              /* thread that posted last: the board's deadlock check */
+  uint64_t close_n;          /* the call that closed the current epoch's record */
   symmpin_warmup warmup;
   bool warmup_done;
   symmpin_epochs epochs;
@@ -175,8 +175,7 @@ static symmpin_status engine_open(symmpin_comm *c, struct symmpin_engine_comm *e
   st = symmpin_pool_create(c->rank, c->nranks, c->device, &e->pool); /* no CUDA call yet */
   if (st != SYMMPIN_OK) return st;
   hello_blob hello = {.pid = (int32_t)getpid(), .device = c->device};
-  e->tid = thread_id();
-  return symmpin_board_post(e->board, HELLO_ROUND, &hello, sizeof hello, e->tid);
+  return symmpin_board_post(e->board, HELLO_ROUND, &hello, sizeof hello, thread_id());
 }
 
 /* Engine state for c on its first all-reduce. A failure leaves a state that is OFF. */
@@ -233,7 +232,7 @@ static bool wait_round(symmpin_comm *c, struct symmpin_engine_comm *e, uint32_t 
   uint64_t waited = 0;
   for (;;) {
     int missing = -1;
-    symmpin_status st = symmpin_board_wait(e->board, round, 20, e->tid, &missing);
+    symmpin_status st = symmpin_board_wait(e->board, round, 20, thread_id(), &missing);
     if (st == SYMMPIN_OK) return true;
     if (symmpin_board_verdict(e->board, ROUND_ATTACH(e->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
     waited += 20;
@@ -270,6 +269,7 @@ static void epoch_fail(symmpin_comm *c, struct symmpin_engine_comm *e) {
 /* Call n closes the record: post it (round 3e-1). */
 static void epoch_start(symmpin_comm *c, struct symmpin_engine_comm *e, uint64_t n, bool capturing) {
   e->epoch++;
+  e->close_n = n;
   size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(e->record.ncalls);
   if (need > e->blob_cap) {
     void *nb = realloc(e->blob, need);
@@ -290,7 +290,7 @@ static void epoch_start(symmpin_comm *c, struct symmpin_engine_comm *e, uint64_t
   symmpin_status st = symmpin_record_encode(&e->record, (char *)e->blob + sizeof head,
                                             e->blob_cap - sizeof head, &len);
   if (st == SYMMPIN_OK)
-    st = symmpin_board_post(e->board, ROUND_RECORD(e->epoch), e->blob, sizeof head + len, e->tid);
+    st = symmpin_board_post(e->board, ROUND_RECORD(e->epoch), e->blob, sizeof head + len, thread_id());
   symmpin_record_restart(&e->record, n);
   if (st != SYMMPIN_OK) {
     engine_off(c, SYMMPIN_REASON_ERROR, "cannot post the call record");
@@ -364,7 +364,7 @@ static void epoch_plan(symmpin_comm *c, struct symmpin_engine_comm *e, bool capt
     }
   }
   if (!pb.ready && pb.p2p_ok) return epoch_fail(c, e);
-  if (symmpin_board_post(e->board, ROUND_PLAN(e->epoch), &pb, sizeof pb, e->tid) != SYMMPIN_OK)
+  if (symmpin_board_post(e->board, ROUND_PLAN(e->epoch), &pb, sizeof pb, thread_id()) != SYMMPIN_OK)
     return epoch_fail(c, e);
   e->phase = PHASE_PLAN_POSTED;
 }
@@ -374,13 +374,13 @@ static void epoch_attach(symmpin_comm *c, struct symmpin_engine_comm *e, bool ca
   uint32_t round = ROUND_PLAN(e->epoch);
   if (capturing || !wait_round(c, e, round)) return epoch_fail(c, e);
   const void *exports[SYMMPIN_MAX_RANKS];
-  bool same = true, p2p = true;
+  bool same = e->candidate != NULL, p2p = true;
   for (int r = 0; r < c->nranks; r++) {
     size_t bytes = 0;
     const plan_blob *pb = symmpin_board_blob(e->board, round, r, &bytes);
     if (!pb || bytes < sizeof *pb) return epoch_fail(c, e);
-    same &= pb->ready && pb->digest == e->candidate->digest &&
-            pb->pool_bytes == e->candidate->pool_bytes;
+    same = same && pb->ready && pb->digest == e->candidate->digest &&
+           pb->pool_bytes == e->candidate->pool_bytes;
     p2p &= pb->p2p_ok != 0;
     exports[r] = pb->export_rec;
   }
@@ -408,7 +408,7 @@ static void epoch_attach(symmpin_comm *c, struct symmpin_engine_comm *e, bool ca
     }
   }
   capture_mode_restore(mode);
-  if (symmpin_board_post(e->board, ROUND_ATTACH(e->epoch), &ab, sizeof ab, e->tid) != SYMMPIN_OK)
+  if (symmpin_board_post(e->board, ROUND_ATTACH(e->epoch), &ab, sizeof ab, thread_id()) != SYMMPIN_OK)
     return epoch_fail(c, e);
   e->phase = PHASE_ATTACH_POSTED;
 }
@@ -463,9 +463,9 @@ static void engine_step(symmpin_comm *c, struct symmpin_engine_comm *e, const sy
         .capturing = ec->capturing,
         .send_alloc = ec->send_alloc, .recv_alloc = ec->recv_alloc,
     };
-    if (symmpin_record_append(&e->record, &call, ec->group_depth > 0 ? ec->group_token : 0) !=
-        SYMMPIN_OK)
-      return engine_off(c, SYMMPIN_REASON_ERROR, "out of memory");
+    /* Out of memory: the call is not recorded, as past RECORD_MAX_CALLS; the next plan sees a
+     * shorter record on this rank and keeps the sites it cannot match on NCCL. */
+    (void)symmpin_record_append(&e->record, &call, ec->group_depth > 0 ? ec->group_token : 0);
   }
   switch (e->phase) {
   case PHASE_IDLE: {
@@ -489,9 +489,10 @@ static void engine_step(symmpin_comm *c, struct symmpin_engine_comm *e, const sy
   case PHASE_ATTACH_POSTED: epoch_decide(c, e); break;
   case PHASE_OFF: break;
   }
-  /* A failed epoch that left the schedule behind: plan again after another interval. */
+  /* A failed epoch left the schedule behind: plan again one interval after the call that closed
+   * it (the same call on every rank; ranks notice a failure at different calls). */
   if (e->phase == PHASE_IDLE && e->warmup_done && e->epochs.next <= n)
-    e->epochs.next = n + e->epochs.interval;
+    e->epochs.next = e->close_n + e->epochs.interval;
 }
 
 /* ---- the per-call path ---- */
@@ -549,12 +550,10 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     *reason = SYMMPIN_REASON_ERROR;
     return false;
   }
-  if (e->phase == PHASE_OFF) {
-    *reason = e->off_reason;
-    return false;
-  }
-  engine_step(c, e, ec, c->allreduces);
-  if (e->phase == PHASE_OFF) {
+  /* OFF stops the epochs, not an agreed plan: the peers keep redirecting its sites, so this rank
+   * must too (sending them to NCCL would leave both sides waiting). */
+  if (e->phase != PHASE_OFF) engine_step(c, e, ec, c->allreduces);
+  if (e->phase == PHASE_OFF && !e->plan) {
     *reason = e->off_reason;
     return false;
   }
@@ -576,42 +575,39 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     return false;
   }
   if (!launch(c, e, ec, slot)) {
-    /* The peers' kernels wait for this rank's and will time out with a message naming it; NCCL
-     * still computes this call here, and the engine stops for this communicator. */
+    /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. Report the
+     * failure to the program (ncclUnhandledCudaError); the peers' kernels time out naming this
+     * rank. */
     SYMMPIN_WARN("comm %d rank %d: launching the all-reduce kernel for site %016llx failed",
                  c->ordinal, c->rank, (unsigned long long)ec->site);
-    engine_off(c, SYMMPIN_REASON_ERROR, "kernel launch failed");
-    *reason = SYMMPIN_REASON_ERROR;
-    return false;
+    *rc = 1;
+    return true;
   }
   *rc = 0; /* ncclSuccess */
   return true;
 }
 
 /* Before freeing its pool a rank unmaps its peers' pools and waits (briefly) until every rank has
- * done so: freeing memory a peer still maps is undefined in CUDA IPC. All ranks destroy a
- * communicator after the same number of all-reduces, so they agree on the round. A thread that
- * drives several ranks cannot wait for the others here; it destroys after the short wait. */
+ * done so: freeing memory a peer still maps is undefined in CUDA IPC. The barrier is the board's
+ * last round, the same number on every rank whatever epoch each is in. A thread that drives
+ * several ranks cannot wait for the others here; it destroys after the short wait. */
+#define ROUND_TEARDOWN (UINT32_MAX - 1u)
+
 static void engine_teardown_barrier(symmpin_comm *c, struct symmpin_engine_comm *e) {
-  if (!e->board || !e->pool) return;
+  if (!e->board || !e->pool || symmpin_pool_size(e->pool) == 0) return;
   symmpin_pool_unmap_peers(e->pool);
-  uint32_t round = ROUND_RECORD(e->epoch + 1);
   static const int32_t done = 1;
-  if (symmpin_board_post(e->board, round, &done, sizeof done, thread_id()) != SYMMPIN_OK) return;
+  if (symmpin_board_post(e->board, ROUND_TEARDOWN, &done, sizeof done, thread_id()) != SYMMPIN_OK)
+    return;
   int missing = -1;
-  unsigned ms = symmpin_config_get()->timeout_ms < 2000 ? (unsigned)symmpin_config_get()->timeout_ms : 2000;
-  if (symmpin_board_wait(e->board, round, ms, thread_id(), &missing) == SYMMPIN_ERR_TIMEOUT)
+  uint64_t limit = symmpin_config_get()->timeout_ms;
+  unsigned ms = limit < 2000 ? (unsigned)limit : 2000;
+  if (symmpin_board_wait(e->board, ROUND_TEARDOWN, ms, thread_id(), &missing) == SYMMPIN_ERR_TIMEOUT)
     SYMMPIN_INFO("comm %d rank %d: rank %d did not reach the teardown barrier", c->ordinal, c->rank,
                  missing);
 }
 
-void symmpin_engine_comm_release(symmpin_comm *c) {
-  struct symmpin_engine_comm *e = c->engine;
-  if (!e) return;
-  c->engine = NULL;
-  if (e->phase != PHASE_OFF && e->plan) engine_teardown_barrier(c, e);
-  symmpin_pool_destroy(e->pool); /* synchronizes the device first: no kernel still uses it */
-  if (e->err_host) cudaFreeHost((void *)e->err_host);
+static void engine_free_host(struct symmpin_engine_comm *e) {
   if (e->board) symmpin_board_close(e->board);
   symmpin_plan_free(e->plan);
   symmpin_plan_free(e->candidate);
@@ -621,4 +617,23 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   site_set_free(&e->site_of_key);
   site_set_free(&e->pinned_sites);
   free(e);
+}
+
+/* ncclCommAbort: recovery from stuck kernels. No barrier and no CUDA call (a device sync would
+ * wait for the very kernels being abandoned): the device memory is left to process exit. */
+void symmpin_engine_comm_abandon(symmpin_comm *c) {
+  struct symmpin_engine_comm *e = c->engine;
+  if (!e) return;
+  c->engine = NULL;
+  engine_free_host(e);
+}
+
+void symmpin_engine_comm_release(symmpin_comm *c) {
+  struct symmpin_engine_comm *e = c->engine;
+  if (!e) return;
+  c->engine = NULL;
+  engine_teardown_barrier(c, e);
+  symmpin_pool_destroy(e->pool); /* synchronizes the device first: no kernel still uses it */
+  if (e->err_host) cudaFreeHost((void *)e->err_host);
+  engine_free_host(e);
 }

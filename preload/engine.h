@@ -46,5 +46,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
                               symmpin_reason *reason);
 /* The communicator ends (destroy/abort/finalize) or the process exits: release its state. */
 void symmpin_engine_comm_release(symmpin_comm *c);
+/* ncclCommAbort: drop the state without waiting for peers or the device (the kernels may be the
+ * stuck ones the program is aborting); device memory is left to process exit. */
+void symmpin_engine_comm_abandon(symmpin_comm *c);
 
 #endif

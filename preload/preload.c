@@ -235,14 +235,16 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
 }
 
 void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
-  (void)call;
   pending_end = NULL;
   if (!symmpin_events_enabled()) return;
   symmpin_comm *c = symmpin_comm_find(comm);
   if (c) {
     /* Before the real call: the engine may still need the communicator's device and streams. */
     pthread_mutex_lock(&c->lock);
-    symmpin_engine_comm_release(c);
+    if (call == SYMMPIN_COMM_ABORT)
+      symmpin_engine_comm_abandon(c);
+    else
+      symmpin_engine_comm_release(c);
     pthread_mutex_unlock(&c->lock);
   }
   pending_end = c;
