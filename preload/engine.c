@@ -373,6 +373,9 @@ static void epoch_plan(symmpin_comm *c, struct symmpin_engine_comm *e, bool capt
 static void epoch_attach(symmpin_comm *c, struct symmpin_engine_comm *e, bool capturing) {
   uint32_t round = ROUND_PLAN(e->epoch);
   if (capturing || !wait_round(c, e, round)) return epoch_fail(c, e);
+  /* Someone gave up while this rank waited: do not grow the pool for a plan nobody will use. */
+  if (symmpin_board_verdict(e->board, ROUND_ATTACH(e->epoch)) == SYMMPIN_VERDICT_FAIL)
+    return epoch_fail(c, e);
   const void *exports[SYMMPIN_MAX_RANKS];
   bool same = e->candidate != NULL, p2p = true;
   for (int r = 0; r < c->nranks; r++) {
