@@ -12,6 +12,11 @@ import torch.distributed as dist
 import torch.nn as nn
 
 
+def say(line):
+    """One line in one write(2): ranks share the launcher's stdout, and print() may split a line."""
+    os.write(1, (line + "\n").encode())
+
+
 def main():
     steps = int(os.environ.get("DDP_STEPS", "60"))
     dist.init_process_group("nccl")
@@ -36,11 +41,11 @@ def main():
         v = loss.item()
         digest.update(float(v).hex().encode())
         if rank == 0:
-            print(f"step {step} loss {float(v).hex()}", flush=True)
+            say(f"step {step} loss {float(v).hex()}")
     # The parameters after training, bit for bit (they depend on every all-reduce result).
     for p in model.parameters():
         digest.update(p.detach().cpu().numpy().tobytes())
-    print(f"DDP rank={rank} world={world} digest={digest.hexdigest()}", flush=True)
+    say(f"DDP rank={rank} world={world} digest={digest.hexdigest()}")
     dist.destroy_process_group()
 
 

@@ -16,6 +16,11 @@ SIZES = [1024, 4096, 16384, 65536, 262144, 1048576]  # bytes
 WARM_CALLS = 600  # eager calls before a capture or a timing (symmpin plans at most every 512)
 
 
+def say(line):
+    """One line in one write(2): ranks share the launcher's stdout, and print() may split a line."""
+    os.write(1, (line + "\n").encode())
+
+
 def fill(t, rank, step, salt):
     n = t.numel()
     idx = torch.arange(n, device=t.device, dtype=torch.int64)
@@ -113,14 +118,14 @@ def main():
     p1, f1 = check_steps(dev, rank, world, int(os.environ.get("TP_STEPS", "12")))
     side = torch.cuda.Stream()  # warm-up and capture stream of every graph
     p2, f2 = check_graph(dev, rank, world, 100, side)
-    print(f"TP rank={rank} eager_checks passed={p1} failed={f1} graph_checks passed={p2} "
-          f"failed={f2}", flush=True)
+    say(f"TP rank={rank} eager_checks passed={p1} failed={f1} graph_checks passed={p2} "
+          f"failed={f2}")
     if os.environ.get("TP_TIME", "1") == "1":
         for b, e, g in time_sizes(dev, side):
             if rank == 0:
-                print(f"tp-bench bytes={b} eager_us={e:.2f} graph_us={g:.2f}", flush=True)
+                say(f"tp-bench bytes={b} eager_us={e:.2f} graph_us={g:.2f}")
     dist.destroy_process_group()
-    print(f"tp_loop: {p1 + p2} passed, {f1 + f2} failed", flush=True)
+    say(f"tp_loop: {p1 + p2} passed, {f1 + f2} failed")
 
 
 if __name__ == "__main__":
