@@ -324,8 +324,19 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
 
 /* ---- LL variant ---- */
 
+/* Programmatic dependent launch (sm_90): the LL kernel is launched so that it may start while the
+ * kernel before it on the stream finishes; griddepcontrol.wait then holds it until that kernel has
+ * completed and its memory is visible, so no result can differ. It lets its own successor launch
+ * once it no longer waits for any peer (a successor holding SM slots earlier could, with several
+ * simulated ranks on one GPU, keep a peer's kernel from being scheduled). */
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 template <class D, int OP>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
+  griddep_wait();
   const int n = P.nranks;
   const size_t L = P.units;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -378,6 +389,7 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(cons
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
     store_user<8>(P.recv + off, P.bytes - off < 8 ? P.bytes - off : 8, out);
   }
+  griddep_launch_dependents();
   epochs_advance(P, seq);
 }
 
@@ -590,9 +602,18 @@ extern "C" symmpin_status symmpin_oneshot_launch(const symmpin_oneshot_call *c, 
   P.timeout = c->timeout_cycles;
   P.error = c->error;
 
-  void *args[] = {&P};
-  cudaError_t e = cudaLaunchKernel((const void *)fn, dim3(g.blocks), dim3(g.threads), args, 0,
-                                   (cudaStream_t)stream);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(g.blocks);
+  cfg.blockDim = dim3(g.threads);
+  cfg.stream = (cudaStream_t)stream;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  if (v == SYMMPIN_ONESHOT_LL) { /* the latency-bound variant: see griddep_wait() */
+    cfg.attrs = pdl;
+    cfg.numAttrs = 1;
+  }
+  cudaError_t e = cudaLaunchKernelEx(&cfg, fn, P);
   if (e != cudaSuccess) {
     fprintf(stderr, "symmpin: oneshot launch: %s\n", cudaGetErrorString(e));
     return SYMMPIN_ERR_CUDA;
