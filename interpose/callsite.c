@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "interpose/log.h"
+#include "common/log.h"
 #include "interpose/real.h"
-#include "planner/hash.h"
+#include "common/hash.h"
 
 #define CACHE_SLOTS 8192u /* distinct return addresses remembered; power of two */
 #define CACHE_PROBES 32

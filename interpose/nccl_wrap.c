@@ -11,8 +11,8 @@
 #include "interpose/query.h"
 #include "interpose/real.h"
 #include "interpose/wrap.h"
-#include "planner/hash.h"
-#include "planner/types.h"
+#include "common/commkey.h"
+#include "common/types.h"
 
 /* planner/types.h promises NCCL's numbers; checked here, where nccl.h is visible. */
 _Static_assert(SYMMPIN_INT8 == (int)ncclInt8, "int8");
@@ -53,21 +53,11 @@ REAL(ncclGroupStart);
 REAL(ncclGroupEnd);
 REAL(ncclAllReduce);
 
-/* 128-bit key of some bytes: two independent folds (different tags) of 8-byte words. */
-static void key_fold(uint64_t *hi, uint64_t *lo, const void *bytes, size_t n) {
-  const unsigned char *p = bytes;
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t w = 0;
-    memcpy(&w, p + i, n - i < 8 ? n - i : 8);
-    *hi = symmpin_hash_combine(*hi, w);
-    *lo = symmpin_hash_combine(*lo, w ^ 0xa5a5a5a5a5a5a5a5ULL);
-  }
-}
-
+/* The communicator key of an init: the unique ids every rank passed (common/commkey.h). */
 static void key_of_ids(const ncclUniqueId *ids, int n, uint64_t *hi, uint64_t *lo) {
-  *hi = 0x4b45594849ULL; /* "KEYHI" */
-  *lo = 0x4b45594c4fULL; /* "KEYLO" */
-  key_fold(hi, lo, ids, (size_t)(n > 0 ? n : 0) * sizeof(ncclUniqueId));
+  symmpin_comm_key k = symmpin_comm_key_of_bytes(ids, (size_t)(n > 0 ? n : 0) * sizeof(ncclUniqueId));
+  *hi = k.hi;
+  *lo = k.lo;
 }
 
 /* NCCL's default is blocking unless the config or NCCL_COMM_BLOCKING says otherwise. */
@@ -162,9 +152,10 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const i
   if (symmpin_wrap_bypass()) return real(comms, ndev, devlist);
   symmpin_guard_enter();
   ncclResult_t rc = real(comms, ndev, devlist);
-  uint64_t hi = 0x494e4954414c4cULL, lo = 0x414c4c4b4559ULL; /* "INITALL", "ALLKEY" */
-  uint64_t facts[2] = {(uint64_t)getpid(), atomic_fetch_add(&init_all_calls, 1)};
-  key_fold(&hi, &lo, facts, sizeof facts);
+  uint64_t facts[3] = {0x494e4954414c4cULL /* "INITALL" */, (uint64_t)getpid(),
+                       atomic_fetch_add(&init_all_calls, 1)};
+  symmpin_comm_key k = symmpin_comm_key_of_bytes(facts, sizeof facts);
+  uint64_t hi = k.hi, lo = k.lo;
   if (rc == ncclSuccess && comms && ndev > 0) {
     for (int i = 0; i < ndev; i++)
       symmpin_event_comm_init(SYMMPIN_COMM_INIT_ALL, comms[i], hi, lo, i, ndev,

@@ -4,7 +4,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 
-#include "interpose/log.h"
+#include "common/log.h"
 
 static const char *const cudart_names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
 static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so"};

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 #ifdef __cplusplus
 extern "C" {

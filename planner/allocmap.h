@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 typedef struct symmpin_alloc {
   uint64_t id;     /* 1, 2, ... in order of allocation in this process; 0 = none */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "planner/hash.h"
+#include "common/hash.h"
 #include "planner/slots.h"
 
 static const char *const reason_names[SYMMPIN_PLAN_REASON_COUNT] = {

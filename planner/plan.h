@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "planner/record.h"
-#include "planner/types.h"
+#include "common/types.h"
 
 typedef enum symmpin_plan_mode {
   SYMMPIN_PLAN_SHARED = 0,    /* default: sites that are never in flight together share a slot */

@@ -1,7 +1,7 @@
 /* Call records (record.h) and their board encoding. */
 #include "planner/record.h"
 
-#include "planner/hash.h"
+#include "common/hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "planner/plan.h"
-#include "planner/types.h"
+#include "common/types.h"
 
 /* SYMMPIN_MAX_BYTES when unset; the preload uses the same constant. */
 #define SYMMPIN_MAX_BYTES_DEFAULT (2ull << 20) /* SYMMPIN_MAX_BYTES's default (preload/config.c) */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <uthash.h>
 
-#include "planner/hash.h"
+#include "common/hash.h"
 
 uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, uint64_t count, int dtype, int op) {
   uint64_t h = 0x73796d6d70696e31ULL; /* "symmpin1": bump the tag if the recipe ever changes */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 /* hash(stack_hash, comm_ordinal, count, dtype, op): each input is folded in turn with
  * symmpin_hash_combine (planner/hash.h, a splitmix64 finalizer), starting from a fixed tag, so

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 typedef struct symmpin_slot_item {
   uint64_t bytes;  /* slot bytes, a multiple of the alignment */

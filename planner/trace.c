@@ -274,41 +274,6 @@ symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *
   return SYMMPIN_OK;
 }
 
-/* ---- path patterns ---- */
-
-symmpin_status symmpin_trace_expand_path(const char *pattern, int rank, int pid, const char *host,
-                                         char *out, size_t cap) {
-  out_buf o = {out, out + (cap ? cap - 1 : 0), cap == 0};
-  for (const char *p = pattern; *p && !o.full; p++) {
-    if (*p != '%') {
-      char c[2] = {*p, 0};
-      put_str(&o, c);
-      continue;
-    }
-    switch (*++p) {
-    case 'r':
-      if (rank < 0)
-        put_str(&o, "u");
-      else
-        put_int(&o, rank);
-      break;
-    case 'p': put_int(&o, pid); break;
-    case 'h': put_str(&o, host ? host : "unknown"); break;
-    case '%': put_str(&o, "%"); break;
-    default:
-      fprintf(stderr, "symmpin: trace path '%s': unknown escape '%%%c' (use %%r %%p %%h %%%%)\n",
-              pattern, *p ? *p : ' ');
-      return SYMMPIN_ERR_INVALID;
-    }
-  }
-  if (o.full) {
-    fprintf(stderr, "symmpin: trace path '%s' expands past %zu bytes\n", pattern, cap);
-    return SYMMPIN_ERR_INVALID;
-  }
-  *o.p = '\0';
-  return SYMMPIN_OK;
-}
-
 /* ---- writer ---- */
 
 struct symmpin_trace_writer {

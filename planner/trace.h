@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 #define SYMMPIN_TRACE_VERSION 1
 #define SYMMPIN_TRACE_BUFFER (64u * 1024u) /* the writer's buffer: one write(2) per full buffer */
@@ -114,9 +114,6 @@ int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t 
  * skipped, an unknown call name gives SYMMPIN_TRACE_UNKNOWN. */
 symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *ev);
 
-/* Expand a file pattern: %r -> rank ("u" if rank < 0), %p -> pid, %h -> host, %% -> %. */
-symmpin_status symmpin_trace_expand_path(const char *pattern, int rank, int pid, const char *host,
-                                         char *out, size_t cap);
 
 /* --- reading --- */
 typedef struct symmpin_trace_file {

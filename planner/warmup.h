@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 #define SYMMPIN_WARMUP_DEFAULT 64      /* SYMMPIN_WARMUP when unset */
 #define SYMMPIN_WARMUP_MIN_CALLS 16    /* no repeat ends warm-up before this many calls */

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interpose/log.h"
-#include "planner/hash.h"
+#include "common/log.h"
+#include "common/hash.h"
 
 #define TABLE_SLOTS 4096u /* live + dead communicators a process may have; power of two */
 #define TOMBSTONE ((uintptr_t)1)
@@ -22,7 +22,7 @@ typedef struct slot {
 
 static slot table[TABLE_SLOTS];
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static symmpin_board_key *keys; /* ordinal -> key */
+static symmpin_comm_key *keys; /* ordinal -> key */
 static size_t nkeys, cap_keys;
 static size_t live;
 
@@ -50,12 +50,12 @@ int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream) {
 }
 
 /* Caller holds reg_lock. */
-static int ordinal_locked(symmpin_board_key key) {
+static int ordinal_locked(symmpin_comm_key key) {
   for (size_t i = 0; i < nkeys; i++)
     if (keys[i].hi == key.hi && keys[i].lo == key.lo) return (int)i;
   if (nkeys == cap_keys) {
     size_t cap = cap_keys ? cap_keys * 2 : 16;
-    symmpin_board_key *k = realloc(keys, cap * sizeof *k);
+    symmpin_comm_key *k = realloc(keys, cap * sizeof *k);
     if (!k) {
       SYMMPIN_WARN("out of memory for communicator keys");
       return -1;
@@ -67,14 +67,14 @@ static int ordinal_locked(symmpin_board_key key) {
   return (int)nkeys++;
 }
 
-int symmpin_comm_ordinal(symmpin_board_key key) {
+int symmpin_comm_ordinal(symmpin_comm_key key) {
   pthread_mutex_lock(&reg_lock);
   int o = ordinal_locked(key);
   pthread_mutex_unlock(&reg_lock);
   return o;
 }
 
-symmpin_comm *symmpin_comm_register(void *handle, symmpin_board_key key, int rank, int nranks,
+symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank, int nranks,
                                     int device, bool blocking) {
   uintptr_t h = (uintptr_t)handle;
   if (h <= TOMBSTONE) return NULL;

@@ -18,7 +18,7 @@ struct symmpin_stats_comm;  /* the statistics of this communicator (preload/stat
 
 typedef struct symmpin_comm {
   void *handle;            /* ncclComm_t */
-  symmpin_board_key key;   /* identity shared by every rank of the communicator */
+  symmpin_comm_key key;   /* identity shared by every rank of the communicator */
   int ordinal;             /* index of key among keys seen by this process (docs/design.md) */
   int rank, nranks;        /* -1 until known (splits and non-blocking inits learn them lazily) */
   int device;              /* CUDA device of this rank */
@@ -47,12 +47,12 @@ symmpin_comm *symmpin_comm_find(void *handle);
 
 /* The communicator ordinal of key (docs/design.md "Identities"): its index among the keys this
  * process has seen, assigning the next one on first sight. */
-int symmpin_comm_ordinal(symmpin_board_key key);
+int symmpin_comm_ordinal(symmpin_comm_key key);
 
 /* Create and publish the entry for a new handle (rank/nranks may be -1 = learn later). A live
  * entry with the same handle (its destroy was missed) is replaced and freed. NULL when the table
  * is full or memory runs out (logged): the communicator's calls then go to NCCL. */
-symmpin_comm *symmpin_comm_register(void *handle, symmpin_board_key key, int rank, int nranks,
+symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank, int nranks,
                                     int device, bool blocking);
 /* Unpublish c and free it (the handle is dead: destroy/abort). A no-op for the table if c was
  * already replaced by a newer entry of the same handle. The caller must be the only user of c. */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "interpose/log.h"
+#include "common/log.h"
 
 static const char *const debug_levels[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 static const char *const planners[] = {"shared", "dedicated", NULL};

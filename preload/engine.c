@@ -28,12 +28,12 @@
 #include <unistd.h>
 #include <uthash.h>
 
-#include "interpose/log.h"
+#include "common/log.h"
 #include "kernels/layout.h"
 #include "kernels/oneshot.h"
 #include "planner/plan.h"
 #include "planner/record.h"
-#include "planner/hash.h"
+#include "common/hash.h"
 #include "planner/site.h"
 #include "planner/warmup.h"
 #include "preload/config.h"

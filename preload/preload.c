@@ -10,9 +10,9 @@
 
 #include "interpose/callsite.h"
 #include "interpose/guard.h"
-#include "interpose/log.h"
+#include "common/log.h"
+#include "common/path.h"
 #include "interpose/query.h"
-#include "planner/hash.h"
 #include "planner/site.h"
 #include "planner/trace.h"
 #include "preload/comm.h"
@@ -170,22 +170,19 @@ static const symmpin_trace_call end_calls[] = {SYMMPIN_TRACE_COMM_DESTROY, SYMMP
 
 void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo) {
   pending_split sp = {.valid = true, .parent_ordinal = -1, .parent_device = -1, .color = color};
-  uint64_t h = 0x53504c4954ULL, l = 0x53504c4954ULL ^ 0xffULL; /* "SPLIT" */
+  symmpin_comm_key key = {0x53504c4954ULL /* "SPLIT": parent unknown */, 0};
   symmpin_comm *p = symmpin_events_enabled() ? symmpin_comm_find(parent) : NULL;
   if (p) {
     pthread_mutex_lock(&p->lock);
     uint32_t counter = p->splits++;
     pthread_mutex_unlock(&p->lock);
-    h = symmpin_hash_combine(symmpin_hash_combine(symmpin_hash_combine(h, p->key.hi), p->key.lo),
-                             counter);
-    l = symmpin_hash_combine(symmpin_hash_combine(symmpin_hash_combine(l, p->key.lo), p->key.hi),
-                             counter);
+    key = symmpin_comm_key_split(p->key, counter, color);
     sp.parent_known = true;
     sp.parent_ordinal = p->ordinal;
     sp.parent_device = p->device;
   }
-  *hi = symmpin_hash_combine(h, (uint64_t)(int64_t)color);
-  *lo = symmpin_hash_combine(l, (uint64_t)(int64_t)color ^ 0x5a5a5a5aULL);
+  *hi = key.hi;
+  *lo = key.lo;
   pending_sp = sp;
 }
 
@@ -203,7 +200,7 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
    * on every rank, so its calls go to NCCL. */
   bool registrable = comm && (call != SYMMPIN_COMM_SPLIT || (sp.valid && sp.parent_known));
   if (registrable) {
-    symmpin_board_key key = {key_hi, key_lo};
+    symmpin_comm_key key = {key_hi, key_lo};
     c = symmpin_comm_register(comm, key, rank, nranks, device, blocking);
     if (c && stats_on) c->stats = symmpin_stats_comm_open(c->ordinal, rank, nranks, device);
     if (c) {
@@ -404,15 +401,12 @@ static void release_one(symmpin_comm *c, void *arg) {
 static void stats_report(const symmpin_config *cfg) {
   if (cfg->stats) symmpin_stats_print(stderr);
   if (!cfg->stats_file[0]) return;
-  char host[64], path[SYMMPIN_CONFIG_PATH_MAX];
-  if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
-  host[sizeof host - 1] = '\0';
-  char *dot = strchr(host, '.');
-  if (dot) *dot = '\0';
+  char host[64], path[SYMMPIN_CONFIG_PATH_MAX], why[160];
+  symmpin_host_short_name(host, sizeof host);
   /* The rank in the name is the trace's rule: the process's first communicator. */
-  if (symmpin_trace_expand_path(cfg->stats_file, atomic_load(&first_rank), (int)getpid(), host, path,
-                                sizeof path) != SYMMPIN_OK) {
-    SYMMPIN_WARN("cannot expand SYMMPIN_STATS_FILE=%s", cfg->stats_file);
+  if (symmpin_path_expand(cfg->stats_file, atomic_load(&first_rank), (int)getpid(), host, path,
+                          sizeof path, why, sizeof why) != SYMMPIN_OK) {
+    SYMMPIN_WARN("cannot expand SYMMPIN_STATS_FILE=%s: %s", cfg->stats_file, why);
     return;
   }
   FILE *f = fopen(path, "w");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "interpose/log.h"
+#include "common/log.h"
 
 typedef struct stats_site {
   uint64_t site;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 #include "preload/comm.h"
 #include "preload/engine.h"
 

@@ -11,7 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "interpose/log.h"
+#include "common/log.h"
+#include "common/path.h"
 
 typedef enum state { OFF, BUFFERING, OPEN, FAILED } state;
 
@@ -83,11 +84,8 @@ void symmpin_tracefile_event_init(symmpin_trace_event *ev, symmpin_trace_call ca
 
 /* Caller holds tf_lock, state BUFFERING. */
 static void open_locked(int rank) {
-  char host[64];
-  if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
-  host[sizeof host - 1] = '\0';
-  char *dot = strchr(host, '.');
-  if (dot) *dot = '\0';
+  char host[64], why[160];
+  symmpin_host_short_name(host, sizeof host);
   symmpin_trace_header h;
   memset(&h, 0, sizeof h);
   h.version = SYMMPIN_TRACE_VERSION;
@@ -96,10 +94,12 @@ static void open_locked(int rank) {
   h.rank = rank;
   snprintf(h.program, sizeof h.program, "%s", program_invocation_short_name);
   h.start_unix_ns = start_unix_ns;
-  if (symmpin_trace_expand_path(tf_pattern, rank, h.pid, host, tf_path, sizeof tf_path) !=
+  why[0] = '\0';
+  if (symmpin_path_expand(tf_pattern, rank, h.pid, host, tf_path, sizeof tf_path, why, sizeof why) !=
           SYMMPIN_OK ||
       symmpin_trace_writer_open(tf_path, &h, &writer) != SYMMPIN_OK) {
-    SYMMPIN_WARN("cannot open the trace file for pattern %s; tracing off", tf_pattern);
+    SYMMPIN_WARN("cannot open the trace file for SYMMPIN_TRACE=%s%s%s; tracing off", tf_pattern,
+                 why[0] ? ": " : "", why);
     tf_path[0] = '\0';
     atomic_store(&tf_state, FAILED);
   } else {

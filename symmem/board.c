@@ -100,56 +100,9 @@ static void board_backoff(unsigned *iter) {
   nanosleep(&ts, NULL);
 }
 
-/* ---- keys ------------------------------------------------------------------------------- */
-
-static uint64_t board_fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
-static uint64_t board_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-/* A 64-bit hash whose every round goes through a full avalanche (murmur3's finalizer), seeded
- * per word so that two seeds give two unrelated functions (the key's two halves). */
-static uint64_t board_hash64(const unsigned char *p, size_t n, uint64_t seed) {
-  uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, 8);
-    h ^= board_fmix64(w + seed);
-    h = board_rotl(h, 29) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
-  }
-  if (i < n) {
-    uint64_t w = 0;
-    memcpy(&w, p + i, n - i);
-    h ^= board_fmix64(w + seed + (uint64_t)(n - i));
-    h = board_rotl(h, 29) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
-  }
-  return board_fmix64(h ^ n);
-}
-
-symmpin_board_key symmpin_board_key_from_bytes(const void *p, size_t n) {
-  symmpin_board_key k;
-  const unsigned char *b = p;
-  k.hi = board_hash64(b, p ? n : 0, 0x243f6a8885a308d3ull);
-  k.lo = board_hash64(b, p ? n : 0, 0x13198a2e03707344ull);
-  return k;
-}
-
-symmpin_board_key symmpin_board_key_mix(symmpin_board_key k, uint64_t a, uint64_t b) {
-  /* A domain tag keeps mixed keys apart from keys of raw bytes that happen to look alike. */
-  uint64_t words[5] = {0x73796d6d70696e6dull /* "symmpinm" */, k.hi, k.lo, a, b};
-  return symmpin_board_key_from_bytes(words, sizeof(words));
-}
-
 /* ---- open / close ----------------------------------------------------------------------- */
 
-static void board_name(symmpin_board_key key, char *name, size_t len) {
+static void board_name(symmpin_comm_key key, char *name, size_t len) {
   snprintf(name, len, "/symmpin-%016" PRIx64 "%016" PRIx64, key.hi, key.lo);
 }
 
@@ -233,7 +186,7 @@ static symmpin_status board_wait_magic(struct board_hdr *h, const char *name) {
   return SYMMPIN_OK;
 }
 
-symmpin_status symmpin_board_open(symmpin_board_key key, int rank, int nranks, symmpin_board **out) {
+symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, symmpin_board **out) {
   if (!out || nranks < 1 || rank < 0 || rank >= nranks) {
     fprintf(stderr, "symmpin: board_open: bad rank %d of %d\n", rank, nranks);
     return SYMMPIN_ERR_INVALID;

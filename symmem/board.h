@@ -22,27 +22,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/commkey.h"
+#include "common/types.h"
 
 #define SYMMPIN_BOARD_BLOB_MAX (1u << 20) /* bytes one rank can post in one round */
 
 typedef struct symmpin_board symmpin_board;
-
-typedef struct symmpin_board_key {
-  uint64_t hi, lo;
-} symmpin_board_key;
 
 typedef enum symmpin_verdict {
   SYMMPIN_VERDICT_NONE = 0, /* not decided yet */
   SYMMPIN_VERDICT_GO = 1,   /* every rank posted and the posts were consistent */
   SYMMPIN_VERDICT_FAIL = 2, /* someone gave up or found an inconsistency */
 } symmpin_verdict;
-
-/* A key from bytes all ranks share (an ncclUniqueId, ...): two differently seeded 64-bit hashes. */
-symmpin_board_key symmpin_board_key_from_bytes(const void *p, size_t n);
-/* A child key (ncclCommSplit: a = the parent's split counter, b = the color). Differs from the
- * parent and from any other (a, b). */
-symmpin_board_key symmpin_board_key_mix(symmpin_board_key k, uint64_t a, uint64_t b);
 
 /* Open (creating if first) the board for `key`, as rank `rank` of `nranks`. Never waits for
  * other ranks; only, briefly and bounded, for the rank that creates the object to initialize it.
@@ -51,7 +42,7 @@ symmpin_board_key symmpin_board_key_mix(symmpin_board_key k, uint64_t a, uint64_
  * The shared-memory name is unlinked as soon as all nranks have attached, so nothing is left in
  * /dev/shm after a job, even one that crashes later; a board that never gets complete (ranks on
  * other hosts) is unlinked when its last local rank closes it. */
-symmpin_status symmpin_board_open(symmpin_board_key key, int rank, int nranks, symmpin_board **out);
+symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, symmpin_board **out);
 void symmpin_board_close(symmpin_board *b);
 
 /* Post this rank's blob for `round` (rounds count from 1 and must increase per rank; posting

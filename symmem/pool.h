@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/types.h"
+#include "common/types.h"
 
 typedef struct symmpin_pool symmpin_pool;
 

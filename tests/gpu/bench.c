@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "kernels/oneshot.h"
-#include "planner/types.h"
+#include "common/types.h"
 #include "symmem/board.h"
 #include "symmem/pool.h"
 
@@ -1324,7 +1324,7 @@ static void print_header(bench *b) {
 
 /* ------------------------------------------------------------------------------- the run */
 
-static void bench_run(bench *b, const ncclUniqueId *id, symmpin_board_key key) {
+static void bench_run(bench *b, const ncclUniqueId *id, symmpin_comm_key key) {
   b->tid = (uint64_t)syscall(SYS_gettid);
   b->form_ok[0] = b->form_ok[1] = true;
   b->max_bytes = b->o.sizes[b->o.nsizes - 1];
@@ -1430,7 +1430,7 @@ static int run_single(const opts *o) {
   if (!n) return final_line(0, 1);
   watchdog_start();
   bench *b = bench_new(o, n, n, 0);
-  symmpin_board_key key;
+  symmpin_comm_key key;
   random_bytes(&key, sizeof(key));
   bench_run(b, NULL, key);
   int passed = 0, failed = 0;
@@ -1458,7 +1458,7 @@ static int run_child(const opts *o) {
   alarm(3600); /* last resort: the watchdog and the timeouts should fire long before */
   watchdog_start();
   bench *b = bench_new(o, n, 1, g_rank);
-  bench_run(b, &id, symmpin_board_key_from_bytes(&id, sizeof(id)));
+  bench_run(b, &id, symmpin_comm_key_of_bytes(&id, sizeof(id)));
   int passed = b->loc[0].passed, failed = b->loc[0].failed;
   dprintf(CHILD_FD, "%d %d %d\n", g_rank, passed, failed);
   free(b->loc);

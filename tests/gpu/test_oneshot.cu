@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "kernels/oneshot.h"
-#include "planner/types.h"
+#include "common/types.h"
 
 #define CK(x)                                                                                      \
   do {                                                                                             \

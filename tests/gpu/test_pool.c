@@ -41,7 +41,7 @@ static size_t grow_target(size_t size, int nchunks) {
 typedef struct rank_ctx {
   int rank, nranks, device;
   uint64_t seed, tid;
-  symmpin_board_key key;
+  symmpin_comm_key key;
   symmpin_board *board;
   symmpin_pool *pool;
   uint32_t round;
@@ -319,7 +319,7 @@ static int device_count(void) {
   return n;
 }
 
-static void ctx_init(rank_ctx *c, int rank, int nranks, int ngpus, symmpin_board_key key,
+static void ctx_init(rank_ctx *c, int rank, int nranks, int ngpus, symmpin_comm_key key,
                      uint64_t seed) {
   memset(c, 0, sizeof(*c));
   c->rank = rank;
@@ -330,7 +330,7 @@ static void ctx_init(rank_ctx *c, int rank, int nranks, int ngpus, symmpin_board
   c->tid = thread_id();
 }
 
-static void random_key(symmpin_board_key *key, uint64_t *seed) {
+static void random_key(symmpin_comm_key *key, uint64_t *seed) {
   uint64_t r[3];
   if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
     perror("getrandom");
@@ -349,7 +349,7 @@ static int report(int passed, int failed) {
 static int run_threads(int n) {
   int ngpus = device_count();
   if (!ngpus) return report(0, 1);
-  symmpin_board_key key;
+  symmpin_comm_key key;
   uint64_t seed;
   random_key(&key, &seed);
   rank_ctx *c = calloc((size_t)n, sizeof(*c));
@@ -377,7 +377,7 @@ static int run_threads(int n) {
 static int run_single(int n) {
   int ngpus = device_count();
   if (!ngpus) return report(0, 1);
-  symmpin_board_key key;
+  symmpin_comm_key key;
   uint64_t seed;
   random_key(&key, &seed);
   rank_ctx *c = calloc((size_t)n, sizeof(*c));
@@ -413,7 +413,7 @@ static int run_single(int n) {
 
 /* A child of --procs: rank `rank`; writes "rank passed failed" to fd `fd` at the end. */
 static int run_child(int rank, int n, const char *keyhex, int fd) {
-  symmpin_board_key key;
+  symmpin_comm_key key;
   uint64_t seed;
   if (sscanf(keyhex, "%16" SCNx64 "%16" SCNx64 "%16" SCNx64, &key.hi, &key.lo, &seed) != 3) {
     fprintf(stderr, "test_pool: bad key %s\n", keyhex);
@@ -435,7 +435,7 @@ static int run_child(int rank, int n, const char *keyhex, int fd) {
 /* Spawns n copies of this program (posix_spawn: no fork of a CUDA process, and the parent never
  * initializes CUDA anyway). */
 static int run_procs(int n) {
-  symmpin_board_key key;
+  symmpin_comm_key key;
   uint64_t seed;
   random_key(&key, &seed);
   char keyhex[64], nstr[16], fdstr[16];

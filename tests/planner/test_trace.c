@@ -338,23 +338,6 @@ Test(trace, reader_tolerates_and_rejects) {
   cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_ERR_IO);
 }
 
-Test(trace, expand_path) {
-  char out[128];
-  cr_assert_eq(symmpin_trace_expand_path("/t/%h-%p-r%r.trace", 3, 1234, "gpu1", out, sizeof(out)),
-               SYMMPIN_OK);
-  cr_assert_str_eq(out, "/t/gpu1-1234-r3.trace");
-  cr_assert_eq(symmpin_trace_expand_path("r%r_100%%", -1, 1, "h", out, sizeof(out)), SYMMPIN_OK);
-  cr_assert_str_eq(out, "ru_100%");
-  cr_assert_eq(symmpin_trace_expand_path("bad%q", 0, 1, "h", out, sizeof(out)), SYMMPIN_ERR_INVALID);
-  cr_assert_eq(symmpin_trace_expand_path("trailing%", 0, 1, "h", out, sizeof(out)),
-               SYMMPIN_ERR_INVALID);
-  char small[8];
-  cr_assert_eq(symmpin_trace_expand_path("%h", 0, 1, "a-very-long-host", small, sizeof(small)),
-               SYMMPIN_ERR_INVALID);
-  cr_assert_eq(symmpin_trace_expand_path("1234567", 0, 1, "h", small, sizeof(small)), SYMMPIN_OK);
-  cr_assert_str_eq(small, "1234567");
-}
-
 Test(trace, call_names) {
   for (int c = 0; c < SYMMPIN_TRACE_CALL_COUNT; c++) {
     const char *n = symmpin_trace_call_name((symmpin_trace_call)c);

@@ -8,7 +8,7 @@
 
 static void reset(void) { symmpin_comm_registry_reset(); }
 
-static symmpin_board_key key(uint64_t k) { return (symmpin_board_key){k * 7 + 1, k ^ 0xabc}; }
+static symmpin_comm_key key(uint64_t k) { return (symmpin_comm_key){k * 7 + 1, k ^ 0xabc}; }
 
 TestSuite(comm, .init = reset, .fini = reset);
 

@@ -26,13 +26,13 @@ static uint64_t now_ms(void) {
 }
 
 /* A fresh key per call: tests run in parallel processes and must never share a board. */
-static symmpin_board_key fresh_key(void) {
+static symmpin_comm_key fresh_key(void) {
   uint64_t r[2];
   cr_assert_eq(getrandom(r, sizeof(r), 0), (ssize_t)sizeof(r));
-  return symmpin_board_key_from_bytes(r, sizeof(r));
+  return symmpin_comm_key_of_bytes(r, sizeof(r));
 }
 
-static void shm_path(symmpin_board_key k, char *buf, size_t len) {
+static void shm_path(symmpin_comm_key k, char *buf, size_t len) {
   snprintf(buf, len, "/dev/shm/symmpin-%016llx%016llx", (unsigned long long)k.hi,
            (unsigned long long)k.lo);
 }
@@ -67,7 +67,7 @@ static int blob_check(symmpin_board *b, int r, uint32_t round) {
 
 /* One rank's part of a multi-round exchange: post, wait, read every rank's blob, for `rounds`
  * rounds, so parity areas get reused. Returns 0 on success, a code naming the failing step. */
-static int rank_exchange(symmpin_board_key key, int rank, int nranks, uint32_t rounds) {
+static int rank_exchange(symmpin_comm_key key, int rank, int nranks, uint32_t rounds) {
   symmpin_board *b = NULL;
   if (symmpin_board_open(key, rank, nranks, &b) != SYMMPIN_OK) return 10;
   unsigned char *buf = malloc(SYMMPIN_BOARD_BLOB_MAX);
@@ -89,65 +89,10 @@ static int rank_exchange(symmpin_board_key key, int rank, int nranks, uint32_t r
   return rc;
 }
 
-/* ---- keys ------------------------------------------------------------------------------- */
-
-Test(board_key, from_bytes_is_deterministic_and_distinguishes) {
-  unsigned char a[64], c[64];
-  for (int i = 0; i < 64; i++) a[i] = (unsigned char)(i * 7 + 1);
-  memcpy(c, a, sizeof(a));
-  symmpin_board_key ka = symmpin_board_key_from_bytes(a, sizeof(a));
-  symmpin_board_key kc = symmpin_board_key_from_bytes(c, sizeof(c));
-  cr_assert(ka.hi == kc.hi && ka.lo == kc.lo, "same bytes, same key");
-  cr_assert_neq(ka.hi, ka.lo, "the two halves are different hashes");
-  /* Every single-bit flip changes both halves. */
-  for (int bit = 0; bit < 64 * 8; bit++) {
-    c[bit / 8] ^= (unsigned char)(1u << (bit % 8));
-    symmpin_board_key k = symmpin_board_key_from_bytes(c, sizeof(c));
-    cr_assert(k.hi != ka.hi && k.lo != ka.lo, "bit %d", bit);
-    c[bit / 8] ^= (unsigned char)(1u << (bit % 8));
-  }
-  /* Trailing zero bytes and shorter lengths are different inputs. */
-  unsigned char z[9] = {0};
-  symmpin_board_key k8 = symmpin_board_key_from_bytes(z, 8);
-  symmpin_board_key k9 = symmpin_board_key_from_bytes(z, 9);
-  symmpin_board_key k0 = symmpin_board_key_from_bytes(z, 0);
-  cr_assert(k8.hi != k9.hi || k8.lo != k9.lo);
-  cr_assert(k8.hi != k0.hi || k8.lo != k0.lo);
-}
-
-Test(board_key, from_bytes_no_collisions_on_counters) {
-  enum { N = 20000 };
-  uint64_t *his = malloc(N * sizeof(*his));
-  for (uint64_t i = 0; i < N; i++) his[i] = symmpin_board_key_from_bytes(&i, sizeof(i)).hi;
-  for (int i = 0; i < N; i++)
-    for (int j = i + 1; j < N; j++) cr_assert_neq(his[i], his[j], "keys %d and %d collide", i, j);
-  free(his);
-}
-
-Test(board_key, mix_differs_per_color_and_counter) {
-  symmpin_board_key parent = symmpin_board_key_from_bytes("unique-id", 9);
-  enum { COLORS = 64, SPLITS = 8 };
-  symmpin_board_key keys[COLORS * SPLITS];
-  for (int s = 0; s < SPLITS; s++)
-    for (int c = 0; c < COLORS; c++) {
-      symmpin_board_key k = symmpin_board_key_mix(parent, (uint64_t)s, (uint64_t)c);
-      cr_assert(k.hi != parent.hi || k.lo != parent.lo);
-      symmpin_board_key again = symmpin_board_key_mix(parent, (uint64_t)s, (uint64_t)c);
-      cr_assert(k.hi == again.hi && k.lo == again.lo, "mix is deterministic");
-      keys[s * COLORS + c] = k;
-    }
-  for (int i = 0; i < COLORS * SPLITS; i++)
-    for (int j = i + 1; j < COLORS * SPLITS; j++)
-      cr_assert(keys[i].hi != keys[j].hi || keys[i].lo != keys[j].lo, "%d vs %d", i, j);
-  /* Swapping counter and color is a different split. */
-  symmpin_board_key a = symmpin_board_key_mix(parent, 1, 2), b = symmpin_board_key_mix(parent, 2, 1);
-  cr_assert(a.hi != b.hi || a.lo != b.lo);
-}
-
 /* ---- exchanges -------------------------------------------------------------------------- */
 
 typedef struct thread_arg {
-  symmpin_board_key key;
+  symmpin_comm_key key;
   int rank, nranks;
   uint32_t rounds;
   int rc;
@@ -161,7 +106,7 @@ static void *exchange_thread(void *p) {
 
 Test(board, threads_exchange_blobs_of_many_sizes, .timeout = 60) {
   enum { N = 6 };
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   pthread_t t[N];
   thread_arg args[N];
   for (int r = 0; r < N; r++) {
@@ -176,7 +121,7 @@ Test(board, threads_exchange_blobs_of_many_sizes, .timeout = 60) {
 
 Test(board, processes_exchange_blobs_of_many_sizes, .timeout = 60) {
   enum { N = 5 };
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   pid_t pids[N];
   for (int r = 0; r < N; r++) {
     pids[r] = fork();
@@ -191,7 +136,7 @@ Test(board, processes_exchange_blobs_of_many_sizes, .timeout = 60) {
 }
 
 Test(board, round_parity_reuses_areas, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b = NULL;
   cr_assert_eq(symmpin_board_open(key, 0, 1, &b), SYMMPIN_OK);
   uint32_t v[3] = {11, 22, 33};
@@ -215,7 +160,7 @@ Test(board, round_parity_reuses_areas, .timeout = 20) {
 }
 
 Test(board, post_rejects_bad_rounds_and_sizes, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b = NULL;
   cr_assert_eq(symmpin_board_open(key, 0, 2, &b), SYMMPIN_OK);
   char c = 'x';
@@ -229,7 +174,7 @@ Test(board, post_rejects_bad_rounds_and_sizes, .timeout = 20) {
 }
 
 Test(board, open_rejects_bad_arguments_and_mismatches, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b = NULL, *b2 = NULL;
   cr_expect_eq(symmpin_board_open(key, 2, 2, &b), SYMMPIN_ERR_INVALID);
   cr_expect_eq(symmpin_board_open(key, -1, 2, &b), SYMMPIN_ERR_INVALID);
@@ -246,7 +191,7 @@ Test(board, open_rejects_bad_arguments_and_mismatches, .timeout = 20) {
 /* ---- waiting ---------------------------------------------------------------------------- */
 
 Test(board, wait_times_out_and_names_the_missing_rank, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b[3];
   for (int r = 0; r < 3; r++) cr_assert_eq(symmpin_board_open(key, r, 3, &b[r]), SYMMPIN_OK);
   int x = 1;
@@ -285,7 +230,7 @@ static void *late_poster(void *p) {
 }
 
 Test(board, wait_returns_when_a_late_rank_posts, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b0, *b1;
   cr_assert_eq(symmpin_board_open(key, 0, 2, &b0), SYMMPIN_OK);
   cr_assert_eq(symmpin_board_open(key, 1, 2, &b1), SYMMPIN_OK);
@@ -310,7 +255,7 @@ Test(board, wait_returns_when_a_late_rank_posts, .timeout = 20) {
 }
 
 Test(board, wait_on_a_rank_of_the_same_thread_disagrees_at_once, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b[3];
   for (int r = 0; r < 3; r++) cr_assert_eq(symmpin_board_open(key, r, 3, &b[r]), SYMMPIN_OK);
   uint64_t me = my_tid();
@@ -338,7 +283,7 @@ Test(board, wait_on_a_rank_of_the_same_thread_disagrees_at_once, .timeout = 20) 
 enum { RACERS = 16, RACE_ROUNDS = 200 };
 
 typedef struct race_arg {
-  symmpin_board_key key;
+  symmpin_comm_key key;
   int rank;
   pthread_barrier_t *start;
   symmpin_verdict got[RACE_ROUNDS + 1];
@@ -368,7 +313,7 @@ static void *race_thread(void *p) {
 }
 
 Test(board, concurrent_decide_threads_agree, .timeout = 60) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, RACERS);
   static race_arg args[RACERS];
@@ -402,7 +347,7 @@ Test(board, concurrent_decide_threads_agree, .timeout = 60) {
 
 Test(board, concurrent_decide_processes_agree, .timeout = 60) {
   enum { P = 8, ROUNDS = 300 };
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   /* Results come back through an anonymous shared mapping: one row per child. */
   int *res = mmap(NULL, sizeof(int) * P * (ROUNDS + 1), PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -445,7 +390,7 @@ Test(board, concurrent_decide_processes_agree, .timeout = 60) {
 }
 
 Test(board, decide_keeps_the_first_verdict, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   symmpin_board *b0, *b1;
   cr_assert_eq(symmpin_board_open(key, 0, 2, &b0), SYMMPIN_OK);
   cr_assert_eq(symmpin_board_open(key, 1, 2, &b1), SYMMPIN_OK);
@@ -468,7 +413,7 @@ Test(board, decide_keeps_the_first_verdict, .timeout = 20) {
 /* ---- names and isolation ---------------------------------------------------------------- */
 
 Test(board, name_is_unlinked_once_all_ranks_attached, .timeout = 20) {
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   char path[64];
   shm_path(key, path, sizeof(path));
   symmpin_board *b[3];
@@ -487,7 +432,7 @@ Test(board, name_is_unlinked_once_all_ranks_attached, .timeout = 20) {
 
 Test(board, name_is_unlinked_when_the_last_local_rank_leaves, .timeout = 20) {
   /* A multi-host communicator: ranks 1..3 never attach here. */
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   char path[64];
   shm_path(key, path, sizeof(path));
   symmpin_board *b0;
@@ -503,7 +448,7 @@ Test(board, name_is_unlinked_when_the_last_local_rank_leaves, .timeout = 20) {
 
 Test(board, name_is_unlinked_after_processes_attach, .timeout = 30) {
   enum { N = 4 };
-  symmpin_board_key key = fresh_key();
+  symmpin_comm_key key = fresh_key();
   char path[64];
   shm_path(key, path, sizeof(path));
   pid_t pids[N];
@@ -530,7 +475,7 @@ Test(board, name_is_unlinked_after_processes_attach, .timeout = 30) {
 }
 
 Test(board, boards_with_different_keys_do_not_interfere, .timeout = 20) {
-  symmpin_board_key ka = fresh_key(), kb = symmpin_board_key_mix(ka, 0, 1);
+  symmpin_comm_key ka = fresh_key(), kb = symmpin_comm_key_split(ka, 0, 1);
   symmpin_board *a0, *a1, *b0, *b1;
   cr_assert_eq(symmpin_board_open(ka, 0, 2, &a0), SYMMPIN_OK);
   cr_assert_eq(symmpin_board_open(ka, 1, 2, &a1), SYMMPIN_OK);

@@ -1,5 +1,5 @@
-/* Names and sizes for the plain types in types.h. */
-#include "planner/types.h"
+/* Names and sizes for the shared vocabulary (types.h), expanded from its lists. */
+#include "common/types.h"
 
 #include <string.h>
 
@@ -17,11 +17,23 @@ static const struct {
   const char *name;
   size_t size;
 } dtypes[SYMMPIN_DTYPE_COUNT] = {
-    {"i8", 1}, {"u8", 1}, {"i32", 4}, {"u32", 4}, {"i64", 8},  {"u64", 8},
-    {"f16", 2}, {"f32", 4}, {"f64", 8}, {"bf16", 2}, {"e4m3", 1}, {"e5m2", 1},
+#define SYMMPIN_X(name, value, str, bytes) [value] = {str, bytes},
+    SYMMPIN_DTYPES(SYMMPIN_X)
+#undef SYMMPIN_X
 };
 
-static const char *const op_names[SYMMPIN_OP_COUNT] = {"sum", "prod", "max", "min", "avg"};
+static const char *const op_names[SYMMPIN_OP_COUNT] = {
+#define SYMMPIN_X(name, value, str) [value] = str,
+    SYMMPIN_OPS(SYMMPIN_X)
+#undef SYMMPIN_X
+};
+
+/* The counts above are written by hand (enums cannot count an X-macro); a list that grows without
+ * them fails here. */
+#define SYMMPIN_X(name, value, ...) +1
+_Static_assert(0 SYMMPIN_DTYPES(SYMMPIN_X) == SYMMPIN_DTYPE_COUNT, "SYMMPIN_DTYPE_COUNT");
+_Static_assert(0 SYMMPIN_OPS(SYMMPIN_X) == SYMMPIN_OP_COUNT, "SYMMPIN_OP_COUNT");
+#undef SYMMPIN_X
 
 size_t symmpin_dtype_size(int dtype) {
   return (dtype >= 0 && dtype < SYMMPIN_DTYPE_COUNT) ? dtypes[dtype].size : 0;

@@ -1,9 +1,9 @@
-/* Plain types shared by every module: status codes, datatypes and reduction ops.
- * Plain C, no CUDA or NCCL headers: the planner and the CPU tests use it as is.
+/* The vocabulary every module shares: status codes, datatypes and reduction ops.
+ * Plain C, no CUDA or NCCL headers: every module, the tools and the CPU tests use it as is.
  * Datatype and op values are numerically NCCL's (interpose/ checks that with static asserts), so
  * values cross module borders as plain ints without translation tables. */
-#ifndef SYMMPIN_PLANNER_TYPES_H
-#define SYMMPIN_PLANNER_TYPES_H
+#ifndef SYMMPIN_COMMON_TYPES_H
+#define SYMMPIN_COMMON_TYPES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,31 +28,45 @@ typedef enum symmpin_status {
 
 const char *symmpin_status_name(symmpin_status s);
 
-/* Same values as ncclDataType_t in NCCL 2.28 (fp8 types exist from 2.24 on). */
+/* The datatypes, in ONE list: X(NAME, value, short name, bytes per element). The values are
+ * ncclDataType_t's in NCCL 2.28 (fp8 types exist from 2.24 on). Everything that depends on the set
+ * of datatypes (sizes, names, the kernels' dispatch and what they support) expands this list, so a
+ * datatype added here without a kernel type can never be pinned (kernels/allreduce.h). */
+#define SYMMPIN_DTYPES(X)         \
+  X(INT8, 0, "i8", 1)             \
+  X(UINT8, 1, "u8", 1)            \
+  X(INT32, 2, "i32", 4)           \
+  X(UINT32, 3, "u32", 4)          \
+  X(INT64, 4, "i64", 8)           \
+  X(UINT64, 5, "u64", 8)          \
+  X(FLOAT16, 6, "f16", 2)         \
+  X(FLOAT32, 7, "f32", 4)         \
+  X(FLOAT64, 8, "f64", 8)         \
+  X(BFLOAT16, 9, "bf16", 2)       \
+  X(FP8E4M3, 10, "e4m3", 1)       \
+  X(FP8E5M2, 11, "e5m2", 1)
+
 typedef enum symmpin_dtype {
-  SYMMPIN_INT8 = 0,
-  SYMMPIN_UINT8 = 1,
-  SYMMPIN_INT32 = 2,
-  SYMMPIN_UINT32 = 3,
-  SYMMPIN_INT64 = 4,
-  SYMMPIN_UINT64 = 5,
-  SYMMPIN_FLOAT16 = 6,
-  SYMMPIN_FLOAT32 = 7,
-  SYMMPIN_FLOAT64 = 8,
-  SYMMPIN_BFLOAT16 = 9,
-  SYMMPIN_FP8E4M3 = 10,
-  SYMMPIN_FP8E5M2 = 11,
+#define SYMMPIN_X(name, value, str, bytes) SYMMPIN_##name = value,
+  SYMMPIN_DTYPES(SYMMPIN_X)
+#undef SYMMPIN_X
   SYMMPIN_DTYPE_COUNT = 12,
 } symmpin_dtype;
 
-/* Same values as ncclRedOp_t's built-in ops; anything >= SYMMPIN_OP_COUNT (e.g. PreMulSum ops
- * created by ncclRedOpCreatePreMulSum) is not ours and goes to NCCL. */
+/* The built-in reduction ops: X(NAME, value, short name), ncclRedOp_t's values. Anything
+ * >= SYMMPIN_OP_COUNT (e.g. PreMulSum ops created by ncclRedOpCreatePreMulSum) is not ours and
+ * goes to NCCL. */
+#define SYMMPIN_OPS(X) \
+  X(SUM, 0, "sum")     \
+  X(PROD, 1, "prod")   \
+  X(MAX, 2, "max")     \
+  X(MIN, 3, "min")     \
+  X(AVG, 4, "avg")
+
 typedef enum symmpin_op {
-  SYMMPIN_SUM = 0,
-  SYMMPIN_PROD = 1,
-  SYMMPIN_MAX = 2,
-  SYMMPIN_MIN = 3,
-  SYMMPIN_AVG = 4,
+#define SYMMPIN_X(name, value, str) SYMMPIN_##name = value,
+  SYMMPIN_OPS(SYMMPIN_X)
+#undef SYMMPIN_X
   SYMMPIN_OP_COUNT = 5,
 } symmpin_op;
 

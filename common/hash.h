@@ -1,8 +1,8 @@
-/* 64-bit mixing used wherever the planner derives an identity or a digest (site ids, plan
- * digests). Every rank and every run must compute the same values, so this is pure integer
+/* 64-bit mixing used wherever symmpin derives an identity or a digest (site ids, plan digests,
+ * communicator keys, stack hashes). Every rank and every run must compute the same values, so this is pure integer
  * arithmetic with fixed constants: no seeds, no pointers, no host byte-order dependence. */
-#ifndef SYMMPIN_PLANNER_HASH_H
-#define SYMMPIN_PLANNER_HASH_H
+#ifndef SYMMPIN_COMMON_HASH_H
+#define SYMMPIN_COMMON_HASH_H
 
 #include <stdint.h>
 

@@ -1,12 +1,12 @@
-/* Logging for the whole preloaded library: NCCL-like levels (WARN, INFO, TRACE), every line
+/* Logging for the whole library and its tools: NCCL-like levels (WARN, INFO, TRACE), every line
  * prefixed "host:pid:tid [device] symmpin LEVEL", written with one write(2) per line and never
  * allocating, so it is safe inside any intercepted call (also from allocation wrappers).
  *
  * preload/config.c sets the level and the output file once from SYMMPIN_DEBUG(_FILE); before that
  * the level is WARN on stderr. The device in the prefix is a per-thread value the preload sets when
  * it knows it (no CUDA call is made to log). */
-#ifndef SYMMPIN_INTERPOSE_LOG_H
-#define SYMMPIN_INTERPOSE_LOG_H
+#ifndef SYMMPIN_COMMON_LOG_H
+#define SYMMPIN_COMMON_LOG_H
 
 #include <stdatomic.h>
 
@@ -25,6 +25,10 @@ void symmpin_log_configure(symmpin_log_level level, int fd);
 int symmpin_log_open_file(const char *pattern);
 /* The device shown in this thread's lines (-1: none). */
 void symmpin_log_set_device(int device);
+
+/* For command-line tools (symmpin-replay, ...): lines read "prog: message" (WARN lines
+ * "prog: warning: message"), the form users expect from a tool, instead of the library's prefix. */
+void symmpin_log_set_tool(const char *prog);
 
 void symmpin_log_write(symmpin_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

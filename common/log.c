@@ -1,5 +1,5 @@
 /* Logging that never allocates: one stack buffer per line, one write(2) per line (see log.h). */
-#include "interpose/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,11 +9,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/path.h"
+
 _Atomic int symmpin_log_level_now = SYMMPIN_LOG_WARN;
 static _Atomic int log_fd = 2;
 static char log_host[64];
 static _Atomic int log_host_ready;
 
+static const char *log_tool; /* set once by a tool's main before any thread starts */
 static __thread int log_device __attribute__((tls_model("initial-exec"))) = -1;
 static __thread long log_tid __attribute__((tls_model("initial-exec")));
 
@@ -24,14 +27,13 @@ void symmpin_log_configure(symmpin_log_level level, int fd) {
 
 void symmpin_log_set_device(int device) { log_device = device; }
 
-/* gethostname once; racing first callers write the same bytes. */
+void symmpin_log_set_tool(const char *prog) { log_tool = prog; }
+
+/* The host name, once; racing first callers write the same bytes. */
 static const char *host_name(void) {
   if (!atomic_load_explicit(&log_host_ready, memory_order_acquire)) {
     char h[sizeof log_host];
-    if (gethostname(h, sizeof h) != 0) strcpy(h, "?");
-    h[sizeof h - 1] = '\0';
-    char *dot = strchr(h, '.');
-    if (dot) *dot = '\0';
+    symmpin_host_short_name(h, sizeof h);
     memcpy(log_host, h, sizeof h);
     atomic_store_explicit(&log_host_ready, 1, memory_order_release);
   }
@@ -39,37 +41,14 @@ static const char *host_name(void) {
 }
 
 int symmpin_log_open_file(const char *pattern) {
-  char path[512];
-  size_t o = 0;
-  for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
-    int n = 0;
-    if (p[0] == '%' && p[1] == 'h') {
-      n = snprintf(path + o, sizeof path - o, "%s", host_name());
-      p++;
-    } else if (p[0] == '%' && p[1] == 'p') {
-      n = snprintf(path + o, sizeof path - o, "%d", (int)getpid());
-      p++;
-    } else if (p[0] == '%' && p[1] == '%') {
-      path[o] = '%';
-      n = 1;
-      p++;
-    } else {
-      path[o] = *p;
-      n = 1;
-    }
-    if (n < 0 || (size_t)n >= sizeof path - o) {
-      o = sizeof path; /* too long */
-      break;
-    }
-    o += (size_t)n;
-  }
-  if (o >= sizeof path) {
-    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, __LINE__, "debug file pattern too long: %s",
-                      pattern);
+  char path[512], why[160];
+  /* The rank is not known when the log opens: %r expands to "u". */
+  if (symmpin_path_expand(pattern, -1, (int)getpid(), host_name(), path, sizeof path, why,
+                          sizeof why) != SYMMPIN_OK) {
+    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, __LINE__, "SYMMPIN_DEBUG_FILE %s", why);
     return -1;
   }
-  path[o] = '\0';
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, __LINE__, "cannot open debug file %s: %s", path,
                       strerror(errno));
@@ -85,7 +64,9 @@ void symmpin_log_write(symmpin_log_level level, const char *file, int line, cons
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
   int n;
-  if (log_device >= 0)
+  if (log_tool)
+    n = snprintf(buf, sizeof buf, "%s: %s", log_tool, level == SYMMPIN_LOG_WARN ? "warning: " : "");
+  else if (log_device >= 0)
     n = snprintf(buf, sizeof buf, "%s:%d:%ld [%d] symmpin %s ", host_name(), (int)getpid(),
                  log_tid, log_device, level_names[level]);
   else
@@ -93,7 +74,7 @@ void symmpin_log_write(symmpin_log_level level, const char *file, int line, cons
                  level_names[level]);
   if (n < 0) n = 0;
   /* WARN lines name their origin, as NCCL's do. */
-  if (level == SYMMPIN_LOG_WARN && (size_t)n < sizeof buf) {
+  if (level == SYMMPIN_LOG_WARN && !log_tool && (size_t)n < sizeof buf) {
     int m = snprintf(buf + n, sizeof buf - (size_t)n, "%s:%d ", base, line);
     if (m > 0) n += m;
   }
