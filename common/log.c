@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,10 @@ static __thread long log_tid __attribute__((tls_model("initial-exec")));
 void symmpin_log_configure(symmpin_log_level level, int fd) {
   atomic_store(&symmpin_log_level_now, (int)level);
   if (fd >= 0) atomic_store(&log_fd, fd);
+}
+
+int symmpin_log_level_get(void) {
+  return atomic_load_explicit(&symmpin_log_level_now, memory_order_relaxed);
 }
 
 void symmpin_log_set_device(int device) { log_device = device; }

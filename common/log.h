@@ -8,7 +8,9 @@
 #ifndef SYMMPIN_COMMON_LOG_H
 #define SYMMPIN_COMMON_LOG_H
 
-#include <stdatomic.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum symmpin_log_level {
   SYMMPIN_LOG_NONE = 0,
@@ -17,7 +19,8 @@ typedef enum symmpin_log_level {
   SYMMPIN_LOG_TRACE = 3,
 } symmpin_log_level;
 
-extern _Atomic int symmpin_log_level_now;
+/* The level in force (what SYMMPIN_LOG_ON compares with). */
+int symmpin_log_level_get(void);
 
 /* Level and destination: fd < 0 keeps the current one (stderr by default). */
 void symmpin_log_configure(symmpin_log_level level, int fd);
@@ -33,7 +36,13 @@ void symmpin_log_set_tool(const char *prog);
 void symmpin_log_write(symmpin_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+#ifdef __cplusplus /* CUDA host code: C++ has no _Atomic before C++23, so ask the function */
+#define SYMMPIN_LOG_ON(lvl) (symmpin_log_level_get() >= (lvl))
+#else
+#include <stdatomic.h>
+extern _Atomic int symmpin_log_level_now;
 #define SYMMPIN_LOG_ON(lvl) (atomic_load_explicit(&symmpin_log_level_now, memory_order_relaxed) >= (lvl))
+#endif
 #define SYMMPIN_WARN(...)                                                                          \
   do {                                                                                             \
     if (SYMMPIN_LOG_ON(SYMMPIN_LOG_WARN))                                                          \
@@ -49,5 +58,9 @@ void symmpin_log_write(symmpin_log_level level, const char *file, int line, cons
     if (SYMMPIN_LOG_ON(SYMMPIN_LOG_TRACE))                                                         \
       symmpin_log_write(SYMMPIN_LOG_TRACE, __FILE__, __LINE__, __VA_ARGS__);                       \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
