@@ -1,0 +1,415 @@
+/* The agreement (agree.h): phases of an epoch over the board, verdicts, and the plan in force. */
+#include "preload/agree.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "kernels/layout.h"
+#include "kernels/oneshot.h"
+#include "planner/record.h"
+#include "planner/schedule.h"
+#include "planner/warmup.h"
+#include "symmem/board.h"
+
+#define HELLO_ROUND 1u
+#define ROUND_RECORD(e) (3u * (e) - 1u)
+#define ROUND_PLAN(e) (3u * (e))
+#define ROUND_ATTACH(e) (3u * (e) + 1u)
+/* The board's fixed last round: the same number on every rank whatever epoch each is in. */
+#define ROUND_TEARDOWN (UINT32_MAX - 1u)
+/* The longest a record posted on the board may grow (calls); later calls of an epoch are not
+ * recorded, on every rank alike. */
+#define RECORD_MAX_CALLS 16384
+/* Waits poll the board in slices this long, to notice a FAIL by someone else early. */
+#define WAIT_SLICE_MS 20u
+
+typedef enum agree_phase {
+  PHASE_IDLE,          /* recording; an epoch starts when the schedule says so */
+  PHASE_RECORD_POSTED, /* round 3e-1 posted */
+  PHASE_PLAN_POSTED,   /* round 3e posted */
+  PHASE_ATTACH_POSTED, /* round 3e+1 posted */
+} agree_phase;
+
+typedef struct hello_blob {
+  int32_t pid, pad;
+} hello_blob;
+
+typedef struct record_head {
+  uint64_t call_index;      /* the call that closed the record */
+  int32_t capturing;        /* that call was being captured: nothing may allocate now */
+  int32_t pad;
+  symmpin_pool_facts facts; /* this rank's GPU, for the P2P check (every epoch: blobs of old
+                               rounds are overwritten, so nothing is read from the hello) */
+} record_head;
+
+typedef struct plan_blob {
+  uint64_t digest, pool_bytes;
+  int32_t p2p_ok; /* this rank's device reaches every peer's */
+  int32_t ready;  /* plan made and chunk reserved */
+  unsigned char export_rec[SYMMPIN_POOL_EXPORT_BYTES];
+} plan_blob;
+
+typedef struct attach_blob {
+  int32_t ok;
+} attach_blob;
+
+struct symmpin_agree {
+  symmpin_agree_params p;
+  agree_phase phase;
+  symmpin_agree_stop stop;
+  uint32_t epoch;           /* the epoch in progress or last finished */
+  symmpin_schedule sched;
+  symmpin_record record;    /* the calls since the last record closed */
+  symmpin_plan *plan;       /* the agreed plan; NULL before the first GO */
+  symmpin_plan *candidate;  /* made in this epoch, adopted on GO */
+  symmpin_board *board;
+  void *blob;               /* scratch for the record round */
+  size_t blob_cap;
+};
+
+static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
+
+/* ---- what plans are made of: the kernels' slot sizes and sharing classes ---- */
+
+size_t symmpin_agree_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
+  (void)ctx;
+  return symmpin_oneshot_slot_bytes(count, dtype, nranks, SYMMPIN_FORM_STAGED);
+}
+
+bool symmpin_agree_supports(int dtype, int op, void *ctx) {
+  (void)ctx;
+  return symmpin_oneshot_supports(dtype, op);
+}
+
+/* Calls of different kernel variants never share a slot (LL then copy on one slot timed out on the
+ * GPU), and calls on different streams never do (planner/record.h). */
+int symmpin_agree_slot_class(int stream_ord, size_t count, int dtype, int nranks) {
+  return symmpin_call_class(
+      stream_ord, (int)symmpin_oneshot_variant_for(count, dtype, nranks, SYMMPIN_FORM_STAGED),
+      SYMMPIN_ONESHOT_VARIANT_COUNT);
+}
+
+uint64_t symmpin_agree_key(const symmpin_agree_call *call) {
+  return symmpin_call_key(call->site, call->stream_ord);
+}
+
+/* ---- life ---- */
+
+static void stop(symmpin_agree *a, symmpin_agree_stop why, const char *what) {
+  if (a->stop != SYMMPIN_AGREE_RUNNING) return;
+  a->stop = why;
+  SYMMPIN_INFO("comm %d rank %d/%d: no more plan agreements on this communicator: %s", a->p.comm,
+               a->p.rank, a->p.nranks, what);
+}
+
+symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree **out) {
+  symmpin_agree *a = calloc(1, sizeof *a);
+  if (!a) {
+    SYMMPIN_WARN("comm %d: out of memory for the agreement", p->comm);
+    return SYMMPIN_ERR_NOMEM;
+  }
+  a->p = *p;
+  symmpin_warmup_config wc = {.calls = p->warmup};
+  symmpin_status st = symmpin_schedule_init(&a->sched, &wc);
+  if (st == SYMMPIN_OK) {
+    symmpin_record_init(&a->record, p->comm, p->rank, p->nranks, 0);
+    st = symmpin_board_open(p->key, p->rank, p->nranks, &a->board);
+  }
+  if (st == SYMMPIN_OK) {
+    hello_blob hello = {.pid = (int32_t)getpid()};
+    st = symmpin_board_post(a->board, HELLO_ROUND, &hello, sizeof hello, thread_id());
+  }
+  if (st != SYMMPIN_OK) {
+    symmpin_agree_close(a);
+    return st;
+  }
+  *out = a;
+  return SYMMPIN_OK;
+}
+
+void symmpin_agree_close(symmpin_agree *a) {
+  if (!a) return;
+  if (a->board) symmpin_board_close(a->board);
+  symmpin_plan_free(a->plan);
+  symmpin_plan_free(a->candidate);
+  symmpin_record_free(&a->record);
+  symmpin_schedule_free(&a->sched);
+  free(a->blob);
+  free(a);
+}
+
+const symmpin_plan *symmpin_agree_plan(const symmpin_agree *a) { return a->plan; }
+symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a) { return a->stop; }
+uint32_t symmpin_agree_epoch(const symmpin_agree *a) { return a->epoch; }
+
+/* ---- the epoch ---- */
+
+/* Wait for every rank's post of `round`, giving up on timeout, on a wait that would deadlock this
+ * thread, or as soon as someone else failed the epoch. */
+static bool wait_round(symmpin_agree *a, uint32_t round) {
+  uint64_t waited = 0;
+  for (;;) {
+    int missing = -1;
+    symmpin_status st = symmpin_board_wait(a->board, round, WAIT_SLICE_MS, thread_id(), &missing);
+    if (st == SYMMPIN_OK) return true;
+    if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
+    if (st == SYMMPIN_ERR_DISAGREE) {
+      SYMMPIN_INFO("comm %d rank %d: rank %d is driven by this thread and has not reached this "
+                   "point of the agreement (round %u): not waiting", a->p.comm, a->p.rank, missing,
+                   round);
+      return false;
+    }
+    if (st != SYMMPIN_ERR_TIMEOUT) return false;
+    waited += WAIT_SLICE_MS;
+    if (waited >= a->p.timeout_ms) {
+      SYMMPIN_WARN("comm %d rank %d: rank %d did not post round %u of the plan agreement within "
+                   "%llu ms; this epoch's all-reduces stay on NCCL", a->p.comm, a->p.rank, missing,
+                   round, (unsigned long long)a->p.timeout_ms);
+      if (a->p.ops.gave_up) a->p.ops.gave_up(a->p.ops.ctx, round);
+      if (round == ROUND_RECORD(a->epoch) && a->epoch == 1)
+        symmpin_board_decide(a->board, round, SYMMPIN_VERDICT_FAIL); /* not one host's */
+      return false;
+    }
+  }
+}
+
+static bool adopt(symmpin_agree *a) {
+  symmpin_plan_free(a->plan);
+  a->plan = a->candidate;
+  a->candidate = NULL;
+  a->phase = PHASE_IDLE;
+  symmpin_schedule_agreed(&a->sched, a->plan->nnew > 0);
+  SYMMPIN_INFO("comm %d rank %d/%d: epoch %u agreed: %zu of %zu sites pinned, pool %llu bytes "
+               "(dedicated %llu, lower bound %llu)", a->p.comm, a->p.rank, a->p.nranks, a->epoch,
+               a->plan->npinned, a->plan->nsites, (unsigned long long)a->plan->pool_bytes,
+               (unsigned long long)a->plan->dedicated_bytes,
+               (unsigned long long)a->plan->lower_bound_bytes);
+  return true;
+}
+
+/* This rank gives up on the epoch. The verdict that stands decides, not the proposal: a peer may
+ * have decided GO from every rank's "attached" post (this rank's included) just before this rank's
+ * wait expired, and then this rank must adopt the plan too. Returns true if it did. */
+static bool epoch_fail(symmpin_agree *a) {
+  symmpin_verdict v = symmpin_board_decide(a->board, ROUND_ATTACH(a->epoch), SYMMPIN_VERDICT_FAIL);
+  if (v == SYMMPIN_VERDICT_GO && a->phase == PHASE_ATTACH_POSTED && a->candidate) return adopt(a);
+  symmpin_plan_free(a->candidate);
+  a->candidate = NULL;
+  a->phase = PHASE_IDLE;
+  symmpin_schedule_failed(&a->sched);
+  if (symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL)
+    stop(a, SYMMPIN_AGREE_NOT_ONE_HOST, "not every rank reached the agreement: ranks on several "
+                                        "hosts (or a rank that stopped calling all-reduce)");
+  else
+    SYMMPIN_INFO("comm %d rank %d: plan agreement of epoch %u failed; NCCL until the next one",
+                 a->p.comm, a->p.rank, a->epoch);
+  return false;
+}
+
+/* Call n closes the record: post it (round 3e-1). */
+static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
+  a->epoch++;
+  size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls);
+  if (need > a->blob_cap) {
+    void *nb = realloc(a->blob, need);
+    if (!nb) {
+      SYMMPIN_WARN("comm %d: out of memory for the call record (%zu bytes)", a->p.comm, need);
+      return stop(a, SYMMPIN_AGREE_ERROR, "out of memory");
+    }
+    a->blob = nb;
+    a->blob_cap = need;
+  }
+  record_head head = {.call_index = n, .capturing = capturing};
+  if (a->p.ops.gpu_facts(a->p.ops.ctx, &head.facts) != SYMMPIN_OK)
+    return stop(a, SYMMPIN_AGREE_ERROR, "cannot read this GPU's identity");
+  memcpy(a->blob, &head, sizeof head);
+  size_t len = 0;
+  symmpin_status st = symmpin_record_encode(&a->record, (char *)a->blob + sizeof head,
+                                            a->blob_cap - sizeof head, &len);
+  if (st == SYMMPIN_OK)
+    st = symmpin_board_post(a->board, ROUND_RECORD(a->epoch), a->blob, sizeof head + len,
+                            thread_id());
+  symmpin_record_restart(&a->record, n);
+  if (st != SYMMPIN_OK) return stop(a, SYMMPIN_AGREE_ERROR, "cannot post the call record");
+  a->phase = PHASE_RECORD_POSTED;
+}
+
+/* Next call: read every record, make the plan, reserve the pool, post round 3e. */
+static void epoch_plan(symmpin_agree *a, bool capturing) {
+  uint32_t round = ROUND_RECORD(a->epoch);
+  if (!wait_round(a, round)) {
+    epoch_fail(a);
+    return;
+  }
+  int nranks = a->p.nranks;
+  symmpin_record records[SYMMPIN_MAX_RANKS];
+  const symmpin_record *rp[SYMMPIN_MAX_RANKS];
+  symmpin_pool_facts facts[SYMMPIN_MAX_RANKS];
+  uint64_t closes[SYMMPIN_MAX_RANKS];
+  int decoded = 0;
+  bool any_capturing = capturing;
+  for (int r = 0; r < nranks; r++) {
+    size_t bytes = 0;
+    const char *blob = symmpin_board_blob(a->board, round, r, &bytes);
+    record_head head;
+    if (!blob || bytes < sizeof head) break;
+    memcpy(&head, blob, sizeof head);
+    closes[r] = head.call_index;
+    any_capturing |= head.capturing != 0;
+    facts[r] = head.facts;
+    if (symmpin_record_decode(blob + sizeof head, bytes - sizeof head, &records[r]) != SYMMPIN_OK)
+      break;
+    rp[r] = &records[r];
+    decoded++;
+  }
+  bool complete = decoded == nranks;
+  /* Every rank read the same closing calls: where they differ, all meet at a common call. */
+  bool aligned = complete && symmpin_schedule_align(&a->sched, closes, nranks);
+  if (complete && !aligned)
+    SYMMPIN_INFO("comm %d rank %d: ranks closed their records at different calls (this one at "
+                 "%llu): next agreement at a common call", a->p.comm, a->p.rank,
+                 (unsigned long long)closes[a->p.rank]);
+  plan_blob pb = {0};
+  if (aligned && !any_capturing) {
+    symmpin_plan_policy pol = {
+        .mode = a->p.mode,
+        .max_bytes = a->p.max_bytes,
+        .alignment = 256,
+        .slot_bytes = symmpin_agree_slot_bytes,
+        .supports = symmpin_agree_supports,
+        .nranks = nranks,
+    };
+    if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
+        a->p.ops.reserve(a->p.ops.ctx, a->candidate->pool_bytes, pb.export_rec) == SYMMPIN_OK) {
+      pb.digest = a->candidate->digest;
+      pb.pool_bytes = a->candidate->pool_bytes;
+      pb.ready = 1;
+    }
+  }
+  for (int r = 0; r < decoded; r++) symmpin_record_free(&records[r]);
+  pb.p2p_ok = 1;
+  if (complete) {
+    char why[160];
+    if (a->p.ops.check_peers(a->p.ops.ctx, facts, nranks, why, sizeof why) != SYMMPIN_OK) {
+      pb.p2p_ok = 0;
+      SYMMPIN_INFO("comm %d rank %d: %s", a->p.comm, a->p.rank, why);
+    }
+  }
+  /* Not ready but without P2P: post anyway, so that every rank learns why and stops. */
+  if ((!pb.ready && pb.p2p_ok) ||
+      symmpin_board_post(a->board, ROUND_PLAN(a->epoch), &pb, sizeof pb, thread_id()) != SYMMPIN_OK) {
+    epoch_fail(a);
+    return;
+  }
+  a->phase = PHASE_PLAN_POSTED;
+}
+
+/* Next call: compare digests, map every peer's pool, post round 3e+1. */
+static void epoch_attach(symmpin_agree *a, bool capturing) {
+  uint32_t round = ROUND_PLAN(a->epoch);
+  if (capturing || !wait_round(a, round) ||
+      /* Someone gave up while this rank waited: do not grow the pool for a plan nobody uses. */
+      symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) {
+    epoch_fail(a);
+    return;
+  }
+  const void *exports[SYMMPIN_MAX_RANKS];
+  bool same = a->candidate != NULL, p2p = true;
+  for (int r = 0; r < a->p.nranks; r++) {
+    size_t bytes = 0;
+    const plan_blob *pb = symmpin_board_blob(a->board, round, r, &bytes);
+    if (!pb || bytes < sizeof *pb) {
+      epoch_fail(a);
+      return;
+    }
+    same = same && pb->ready && pb->digest == a->candidate->digest &&
+           pb->pool_bytes == a->candidate->pool_bytes;
+    p2p &= pb->p2p_ok != 0;
+    exports[r] = pb->export_rec;
+  }
+  if (!p2p) {
+    epoch_fail(a);
+    return stop(a, SYMMPIN_AGREE_NO_P2P, "some pair of GPUs has no peer access (P2P)");
+  }
+  if (!same) {
+    SYMMPIN_WARN("comm %d rank %d: ranks computed different plans from the same records (a "
+                 "bug); staying on NCCL", a->p.comm, a->p.rank);
+    epoch_fail(a);
+    return;
+  }
+  attach_blob ab = {.ok = a->p.ops.attach(a->p.ops.ctx, exports, a->candidate) == SYMMPIN_OK};
+  if (symmpin_board_post(a->board, ROUND_ATTACH(a->epoch), &ab, sizeof ab, thread_id()) !=
+      SYMMPIN_OK) {
+    epoch_fail(a);
+    return;
+  }
+  a->phase = PHASE_ATTACH_POSTED;
+}
+
+/* Next call: everyone attached -> GO, and the candidate becomes the plan. */
+static bool epoch_decide(symmpin_agree *a) {
+  uint32_t round = ROUND_ATTACH(a->epoch);
+  if (!wait_round(a, round)) return epoch_fail(a);
+  bool ok = true;
+  for (int r = 0; r < a->p.nranks; r++) {
+    size_t bytes = 0;
+    const attach_blob *ab = symmpin_board_blob(a->board, round, r, &bytes);
+    ok &= ab && bytes >= sizeof *ab && ab->ok;
+  }
+  if (!ok) return epoch_fail(a);
+  if (symmpin_board_decide(a->board, round, SYMMPIN_VERDICT_GO) != SYMMPIN_VERDICT_GO)
+    return epoch_fail(a);
+  return adopt(a);
+}
+
+bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call) {
+  if (a->record.ncalls < RECORD_MAX_CALLS) {
+    symmpin_call c = {
+        .site = symmpin_agree_key(call), .count = call->count, .dtype = call->dtype,
+        .op = call->op,
+        .stream_ord = symmpin_agree_slot_class(call->stream_ord, call->count, call->dtype,
+                                               a->p.nranks),
+        .in_place = call->in_place, .capturing = call->capturing,
+        .send_alloc = call->send_alloc, .recv_alloc = call->recv_alloc,
+    };
+    /* Out of memory: the call is not recorded, as past RECORD_MAX_CALLS; the next plan sees a
+     * shorter record on this rank and keeps the sites it cannot match on NCCL. */
+    (void)symmpin_record_append(&a->record, &c, call->group_token);
+  }
+  if (a->stop != SYMMPIN_AGREE_RUNNING) return false;
+  switch (a->phase) {
+  case PHASE_IDLE:
+    if (symmpin_schedule_call(&a->sched, n,
+                              symmpin_warmup_key(a->p.comm, call->count, call->dtype, call->op)))
+      epoch_start(a, n, call->capturing);
+    return false;
+  case PHASE_RECORD_POSTED: epoch_plan(a, call->capturing); return false;
+  case PHASE_PLAN_POSTED: epoch_attach(a, call->capturing); return false;
+  case PHASE_ATTACH_POSTED: return epoch_decide(a);
+  }
+  return false;
+}
+
+symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_agree_call *call,
+                                        const symmpin_plan_site **slot) {
+  *slot = NULL;
+  if (!a->plan) return SYMMPIN_PLAN_UNPLANNED;
+  return symmpin_plan_route(
+      a->plan, symmpin_agree_key(call),
+      symmpin_agree_slot_class(call->stream_ord, call->count, call->dtype, a->p.nranks), slot);
+}
+
+bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms) {
+  static const int32_t done = 1;
+  if (symmpin_board_post(a->board, ROUND_TEARDOWN, &done, sizeof done, thread_id()) != SYMMPIN_OK)
+    return false;
+  int missing = -1;
+  if (symmpin_board_wait(a->board, ROUND_TEARDOWN, wait_ms, thread_id(), &missing) == SYMMPIN_OK)
+    return true;
+  SYMMPIN_INFO("comm %d rank %d: rank %d did not reach the teardown barrier", a->p.comm,
+               a->p.rank, missing);
+  return false;
+}

@@ -1,0 +1,119 @@
+/* The agreement: how the ranks of one communicator come to one plan, epoch after epoch, over the
+ * communicator's board (symmem/board.h), without ever waiting inside a collective of the program.
+ * Plain C and CUDA-free: the GPU side (the pool, the P2P facts) comes in through
+ * symmpin_agree_ops, so the CPU tests run the real protocol with threads or processes as ranks.
+ *
+ * Rounds on the board, all posted from inside all-reduce calls:
+ *   round 1            hello, posted at the communicator's first all-reduce: it tells the board
+ *                      which thread drives each rank, so a wait that would deadlock is seen at once;
+ *   epoch e (e >= 1):  round 3e-1  "record":   the closing call, this rank's GPU and its record;
+ *                      round 3e    "plan":     plan digest, P2P verdict, this rank's pool export;
+ *                      round 3e+1  "attached": whether every peer's pool is mapped.
+ * Each round is posted at one call and read at the next call on that rank, so a thread that
+ * drives several ranks (one call per rank, in turn) never waits for itself. The epoch's verdict
+ * lives on its last round (3e+1) and is decided once, by compare-and-swap: GO only by a rank that
+ * read every rank's "attached" post; FAIL by anyone who gives up. Every rank acts on the verdict
+ * that stands, not on its own proposal, so all ranks end an epoch with the same verdict and, on
+ * GO, the same plan (also a rank whose wait expired just as the last post landed). A FAIL on
+ * round 3e-1 of epoch 1 as well means "this communicator is not one host's": symmpin stays out.
+ *
+ * When records close is planner/schedule.h (shared with symmpin-replay); what a plan is,
+ * planner/plan.h. Not thread-safe: the caller serialises calls per communicator. */
+#ifndef SYMMPIN_PRELOAD_AGREE_H
+#define SYMMPIN_PRELOAD_AGREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/commkey.h"
+#include "common/types.h"
+#include "planner/plan.h"
+#include "symmem/pool.h"
+
+/* The GPU side of an epoch, supplied by the engine (CPU tests supply fakes). Every function may
+ * fail; a failure fails the epoch on every rank (never a plan some rank cannot use). */
+typedef struct symmpin_agree_ops {
+  void *ctx;
+  /* This rank's GPU identity, posted so that every rank can check the pairs of GPUs. */
+  symmpin_status (*gpu_facts)(void *ctx, symmpin_pool_facts *out);
+  /* Whether one pool can span these GPUs (symmpin_pool_check_peers); the reason in why if not. */
+  symmpin_status (*check_peers)(void *ctx, const symmpin_pool_facts *facts, int nranks, char *why,
+                                size_t why_len);
+  /* Step 1 of growing the pool to `bytes` (symmpin_pool_reserve): export_rec receives
+   * SYMMPIN_POOL_EXPORT_BYTES to post. */
+  symmpin_status (*reserve)(void *ctx, uint64_t bytes, void *export_rec);
+  /* Step 2 (symmpin_pool_attach): map every peer's export; then every pinned slot of `plan` must
+   * be usable. */
+  symmpin_status (*attach)(void *ctx, const void *const exports[], const symmpin_plan *plan);
+  /* Test hook, may be NULL: called when a wait for `round` gave up, before this rank proposes
+   * FAIL (the CPU tests let a peer post and decide at exactly that moment). */
+  void (*gave_up)(void *ctx, uint32_t round);
+} symmpin_agree_ops;
+
+typedef struct symmpin_agree_params {
+  symmpin_comm_key key; /* names the board */
+  int comm;             /* communicator ordinal (records, plans, logs) */
+  int rank, nranks;
+  uint32_t warmup;      /* SYMMPIN_WARMUP */
+  symmpin_plan_mode mode;
+  uint64_t max_bytes;   /* SYMMPIN_MAX_BYTES */
+  uint64_t timeout_ms;  /* longest wait for a peer's post */
+  symmpin_agree_ops ops;
+} symmpin_agree_params;
+
+typedef struct symmpin_agree symmpin_agree;
+
+/* Open the board and post the hello (never waits for peers). */
+symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree **out);
+/* Close the board and free the host state (no CUDA, no waiting). Safe on NULL. */
+void symmpin_agree_close(symmpin_agree *a);
+
+/* One all-reduce of the communicator, as the planner records it. */
+typedef struct symmpin_agree_call {
+  uint64_t site;       /* planner/site.h */
+  int stream_ord;      /* stream ordinal on the communicator; -1 unknown */
+  uint64_t count;
+  int dtype, op;
+  bool in_place;
+  bool capturing;      /* its stream is capturing a CUDA graph (then nothing may block or allocate) */
+  uint64_t group_token; /* planner/record.h; 0 outside groups */
+  uint64_t send_alloc, recv_alloc;
+} symmpin_agree_call;
+
+/* Call n (n = 1, 2, ... on this communicator): record it and move the agreement one step (at most
+ * one board round per call). Returns true when this call agreed a new plan (GO). */
+bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call);
+
+/* The agreed plan, NULL before the first GO. Valid until the next step. */
+const symmpin_plan *symmpin_agree_plan(const symmpin_agree *a);
+/* Whether epochs have stopped for good, and why. An agreed plan stays in force after a stop: the
+ * peers keep redirecting its sites, so this rank must too. */
+typedef enum symmpin_agree_stop {
+  SYMMPIN_AGREE_RUNNING = 0,
+  SYMMPIN_AGREE_NOT_ONE_HOST, /* some rank never reached the first agreement (ranks on other hosts) */
+  SYMMPIN_AGREE_NO_P2P,       /* some pair of GPUs cannot reach each other */
+  SYMMPIN_AGREE_ERROR,        /* a host-side failure (memory, the board): logged where it happened */
+} symmpin_agree_stop;
+symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a);
+/* Epochs finished so far (agreed or failed), and the last epoch's verdict. */
+uint32_t symmpin_agree_epoch(const symmpin_agree *a);
+
+/* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not. The
+ * key and sharing class are the ones the record used (planner/record.h, kernels' slot classes). */
+symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_agree_call *call,
+                                        const symmpin_plan_site **slot);
+/* The plan key of a call (site on its stream), as plans and statistics use it. */
+uint64_t symmpin_agree_key(const symmpin_agree_call *call);
+
+/* Teardown: post the board's fixed last round and wait for every rank's, at most wait_ms (a
+ * thread that drives several ranks cannot wait for the others; it gives up at once). Returns false
+ * if some rank did not arrive. */
+bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms);
+
+/* The slot sizes and sharing classes plans use (the kernels', staged form): also for tools. */
+size_t symmpin_agree_slot_bytes(size_t count, int dtype, int nranks, void *ctx);
+bool symmpin_agree_supports(int dtype, int op, void *ctx);
+int symmpin_agree_slot_class(int stream_ord, size_t count, int dtype, int nranks);
+
+#endif
