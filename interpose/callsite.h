@@ -11,8 +11,7 @@
 
 #include <stdint.h>
 
-#define SYMMPIN_STACK_DEPTH_DEFAULT 1
-#define SYMMPIN_STACK_DEPTH_MAX 32
+#include "preload/config.h" /* SYMMPIN_STACK_DEPTH_DEFAULT, SYMMPIN_STACK_DEPTH_MAX */
 
 /* Set the depth (clamped to [1, SYMMPIN_STACK_DEPTH_MAX]). Primes backtrace() when depth > 1, so
  * its one-time loading of libgcc_s does not happen inside a wrapped call. */

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "interpose/callsite.h"
-#include "interpose/query.h"
+#include "preload/host.h"
 #include "interpose/real.h"
 #include "interpose/wrap.h"
 #include "common/commkey.h"
@@ -100,7 +100,7 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclU
   if (!real) return SYMMPIN_NCCL_MISSING;
   if (symmpin_wrap_bypass()) return real(comm, nranks, id, rank);
   symmpin_guard_enter();
-  int dev = symmpin_query_device(); /* NCCL uses the current device */
+  int dev = symmpin_host_device(); /* NCCL uses the current device */
   ncclResult_t rc = real(comm, nranks, id, rank);
   uint64_t hi, lo;
   key_of_ids(&id, 1, &hi, &lo);
@@ -117,7 +117,7 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
   if (!real) return SYMMPIN_NCCL_MISSING;
   if (symmpin_wrap_bypass()) return real(comm, nranks, id, rank, config);
   symmpin_guard_enter();
-  int dev = symmpin_query_device();
+  int dev = symmpin_host_device();
   ncclResult_t rc = real(comm, nranks, id, rank, config);
   uint64_t hi, lo;
   key_of_ids(&id, 1, &hi, &lo);
@@ -135,7 +135,7 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nrank
   if (!real) return SYMMPIN_NCCL_MISSING;
   if (symmpin_wrap_bypass()) return real(comm, nranks, rank, nids, ids, config);
   symmpin_guard_enter();
-  int dev = symmpin_query_device();
+  int dev = symmpin_host_device();
   ncclResult_t rc = real(comm, nranks, rank, nids, ids, config);
   uint64_t hi, lo;
   key_of_ids(ids, ids ? nids : 0, &hi, &lo);
@@ -176,7 +176,7 @@ SYMMPIN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
   symmpin_guard_enter();
   uint64_t hi, lo;
   symmpin_event_comm_split_key(comm, color, &hi, &lo);
-  int dev = symmpin_query_device();
+  int dev = symmpin_host_device();
   ncclResult_t rc = real(comm, color, key, newcomm, config);
   /* The child's rank and size are learned at its first all-reduce (ncclCommUserRank/Count): a
    * non-blocking child may not answer yet. */

@@ -1,19 +1,25 @@
-/* CUDA and NCCL queries for the preload (query.h). The CUDA runtime is linked (libcudart.so.13 is
- * NEEDED); NCCL is not, so its query functions are resolved like the wrapped ones. */
-#include "interpose/query.h"
-
+/* What the preload asks of CUDA and NCCL (preload/host.h), answered here where their headers and
+ * the real symbols are, and installed when the library loads. The CUDA runtime is linked
+ * (libcudart.so.13 is NEEDED); NCCL is not, so its functions are resolved like the wrapped ones.
+ * The stack depth for call-site hashes is set here too, from the configuration, before any
+ * wrapped call needs it. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "interpose/callsite.h"
+#include "interpose/guard.h"
 #include "interpose/real.h"
+#include "preload/config.h"
+#include "preload/host.h"
+#include "preload/preload.h"
 
-int symmpin_query_device(void) {
+static int query_device(void) {
   int dev = -1;
   if (cudaGetDevice(&dev) != cudaSuccess) return -1;
   return dev;
 }
 
-int symmpin_query_capturing(void *stream) {
+static int query_capturing(void *stream) {
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, NULL, NULL, NULL, NULL, NULL) !=
       cudaSuccess)
@@ -24,7 +30,7 @@ int symmpin_query_capturing(void *stream) {
 static symmpin_real_sym real_user_rank = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_NCCL, ncclCommUserRank);
 static symmpin_real_sym real_count = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_NCCL, ncclCommCount);
 
-int symmpin_query_comm(void *comm, int *rank, int *nranks) {
+static int query_comm(void *comm, int *rank, int *nranks) {
   ncclResult_t (*user_rank)(const ncclComm_t, int *) = symmpin_real_get(&real_user_rank);
   ncclResult_t (*count)(const ncclComm_t, int *) = symmpin_real_get(&real_count);
   if (!user_rank || !count) return ncclSystemError;
@@ -35,4 +41,34 @@ int symmpin_query_comm(void *comm, int *rank, int *nranks) {
   *rank = r;
   *nranks = n;
   return ncclSuccess;
+}
+
+static symmpin_real_sym real_cuda_malloc = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_CUDART, cudaMalloc);
+static symmpin_real_sym real_cuda_free = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_CUDART, cudaFree);
+
+/* The real allocator for symmpin's own pools: never our exported wrappers (real.h refuses them). */
+static int real_alloc(void **ptr, size_t bytes) {
+  cudaError_t (*fn)(void **, size_t) = symmpin_real_get(&real_cuda_malloc);
+  return fn ? (int)fn(ptr, bytes) : (int)cudaErrorNotSupported;
+}
+
+static int real_free(void *ptr) {
+  cudaError_t (*fn)(void *) = symmpin_real_get(&real_cuda_free);
+  return fn ? (int)fn(ptr) : (int)cudaErrorNotSupported;
+}
+
+/* Priority 101: before the preload's own constructor (default priority) reports anything. */
+__attribute__((constructor(101))) static void symmpin_interpose_install(void) {
+  symmpin_callsite_set_depth(symmpin_config_get()->stack_depth);
+  symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm,
+                    .device_alloc = real_alloc, .device_free = real_free};
+  symmpin_host_install(&h);
+}
+
+/* At exit (or unload), with the guard set: symmpin's teardown calls CUDA, and those calls are not
+ * the program's. */
+__attribute__((destructor)) static void symmpin_interpose_fini(void) {
+  symmpin_guard_enter();
+  symmpin_preload_exit();
+  symmpin_guard_leave();
 }

@@ -1,17 +1,23 @@
-/* One-shot all-reduce kernels on a symmetric slot, and their extern "C" launcher.
+/* The one-shot all-reduce kernels on a symmetric slot, and symmpin_kernel_launch
+ * (kernels/allreduce.h).
  *
- * Three variants (kernels/layout.h, docs/kernels.md):
- *  - LL (staged, small): each rank pushes its input as 16-byte LL lines {data, flag, data, flag}
- *    (flag = the call's epoch) into every rank's slot, then waits on its own slot for every rank's
- *    lines of this epoch and reduces them in rank order. No barrier at all.
- *  - COPY (staged, large): copy-in to this rank's slot, one start barrier, load every rank's data,
- *    reduce in rank order. Two staging parities make an end barrier unnecessary.
- *  - DIRECT: data already in the slot; start barrier, load/reduce/store, end barrier.
+ * Three algorithms (kernels/select.h, docs/kernels.md):
+ *  - ONESHOT_LL (staged, small): each rank pushes its input as 16-byte LL lines {data, flag, data,
+ *    flag} (flag = the call's epoch) into every rank's slot, then waits on its own slot for every
+ *    rank's lines of this epoch and reduces them in rank order. No barrier at all.
+ *  - ONESHOT_COPY (staged, large): copy-in to this rank's slot, one start barrier, load every rank's
+ *    data, reduce in rank order. Two staging parities make an end barrier unnecessary.
+ *  - ONESHOT_IN_SLOT: input already in the slot; start barrier, load/reduce/store, end barrier.
  * Arithmetic: integers wrap like NCCL (avg = wrapped sum / n, truncated toward zero); floating
  * types accumulate in float (double for f64) in rank order 0..n-1 and round once to the output
- * type, so every rank produces the same bits. */
-#include "kernels/layout.h"
-#include "kernels/oneshot.h"
+ * type, so every rank produces the same bits.
+ *
+ * Datatypes and ops: the kernel types below are matched to common/types.h's lists entry by entry
+ * (see "datatypes" and "dispatch"): this file is the one place that knows which datatypes have a
+ * kernel type, and it refuses to compile when kernels/select.h's table says otherwise. */
+#include "kernels/allreduce.h"
+#include "kernels/oneshot_layout.h"
+#include "kernels/select.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,12 +26,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <type_traits>
+
+#include "common/log.h"
+
 namespace {
 
-constexpr int kMaxRanks = SYMMPIN_MAX_RANKS;
+constexpr int kMaxRanks = SYMMPIN_KERNEL_MAX_RANKS;
 constexpr int kMaxBlocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
 constexpr size_t kHeader = SYMMPIN_ONESHOT_HEADER_BYTES;
-constexpr int kRoundUnits = 2; /* DIRECT in place: units per thread held in registers per round */
+constexpr int kRoundUnits = 2; /* IN_SLOT in place: units per thread held in registers per round */
 
 static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4 <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
 static_assert(SYMMPIN_ONESHOT_BAR_OFFSET >= 4 * SYMMPIN_ONESHOT_MAX_BLOCKS, "epochs overlap bars");
@@ -37,10 +47,10 @@ struct Params {
   size_t bytes; /* input bytes per rank */
   size_t units; /* LL lines or 16-byte vectors per rank */
   int rank, nranks;
-  int inplace_slot; /* DIRECT: recv is this rank's own data area */
+  int inplace_slot; /* IN_SLOT: recv is this rank's own data area */
   uint64_t site;
   uint64_t timeout; /* clock64 cycles, 0 = never */
-  symmpin_oneshot_error *error;
+  symmpin_kernel_error *error;
 };
 
 /* ---- memory access helpers. Peer memory is read and written with volatile (system-scope,
@@ -127,6 +137,44 @@ template <__nv_fp8_interpretation_t K> struct FP8 {
   __device__ static S from(A a) { return (S)__nv_cvt_float_to_fp8(a, __NV_SATFINITE, K); }
 };
 
+/* The kernel type of each datatype value. The primary template has none (void); a specialization
+ * gives datatype NAME its kernel type. */
+template <int DTYPE> struct KernelType { using type = void; };
+#define SYMMPIN_KERNEL_TYPE(NAME, ...)                                                             \
+  template <> struct KernelType<SYMMPIN_##NAME> { using type = __VA_ARGS__; }
+SYMMPIN_KERNEL_TYPE(INT8, IntType<int8_t>);
+SYMMPIN_KERNEL_TYPE(UINT8, IntType<uint8_t>);
+SYMMPIN_KERNEL_TYPE(INT32, IntType<int32_t>);
+SYMMPIN_KERNEL_TYPE(UINT32, IntType<uint32_t>);
+SYMMPIN_KERNEL_TYPE(INT64, IntType<int64_t>);
+SYMMPIN_KERNEL_TYPE(UINT64, IntType<uint64_t>);
+SYMMPIN_KERNEL_TYPE(FLOAT16, F16);
+SYMMPIN_KERNEL_TYPE(FLOAT32, F32);
+SYMMPIN_KERNEL_TYPE(FLOAT64, F64);
+SYMMPIN_KERNEL_TYPE(BFLOAT16, BF16);
+SYMMPIN_KERNEL_TYPE(FP8E4M3, FP8<__NV_E4M3>);
+SYMMPIN_KERNEL_TYPE(FP8E5M2, FP8<__NV_E5M2>);
+#undef SYMMPIN_KERNEL_TYPE
+
+template <int DTYPE>
+constexpr bool kHasKernelType = !std::is_void_v<typename KernelType<DTYPE>::type>;
+
+template <int DTYPE> constexpr size_t storage_bytes() {
+  if constexpr (kHasKernelType<DTYPE>) return sizeof(typename KernelType<DTYPE>::type::S);
+  return 0;
+}
+
+/* For every datatype of common/types.h's list: kernels/select.h's entry (what supports() answers)
+ * says exactly whether this file has a kernel type, and the type's element is the list's size. */
+#define SYMMPIN_X(NAME, value, str, bytes)                                                         \
+  static_assert(SYMMPIN_KERNEL_DTYPE_##NAME == (kHasKernelType<value> ? 1 : 0),                    \
+                "kernels/select.h: SYMMPIN_KERNEL_DTYPE_" #NAME                                    \
+                " must be 1 exactly when oneshot.cu has a KernelType for it");                     \
+  static_assert(!kHasKernelType<value> || storage_bytes<value>() == (bytes),                       \
+                "oneshot.cu: the kernel type of " #NAME " differs in size from common/types.h");
+SYMMPIN_DTYPES(SYMMPIN_X)
+#undef SYMMPIN_X
+
 /* ---- ops on the accumulator type ---- */
 
 template <typename T> struct Unsigned { using U = T; };
@@ -134,8 +182,21 @@ template <> struct Unsigned<int8_t> { using U = uint8_t; };
 template <> struct Unsigned<int32_t> { using U = uint32_t; };
 template <> struct Unsigned<int64_t> { using U = uint64_t; };
 
+/* The ops Red implements. As for datatypes, kernels/select.h's entry for every op of the list must
+ * say exactly this. */
+template <int OP>
+constexpr bool kHasArithmetic = OP == SYMMPIN_SUM || OP == SYMMPIN_PROD || OP == SYMMPIN_MAX ||
+                                OP == SYMMPIN_MIN || OP == SYMMPIN_AVG;
+#define SYMMPIN_X(NAME, value, str)                                                                \
+  static_assert(SYMMPIN_KERNEL_OP_##NAME == (kHasArithmetic<value> ? 1 : 0),                       \
+                "kernels/select.h: SYMMPIN_KERNEL_OP_" #NAME                                       \
+                " must be 1 exactly when Red implements it");
+SYMMPIN_OPS(SYMMPIN_X)
+#undef SYMMPIN_X
+
 template <class D, int OP> struct Red {
   using A = typename D::A;
+  static_assert(kHasArithmetic<OP>, "no arithmetic for this op");
   __device__ static A op(A a, A b) {
     if constexpr (D::kInt) {
       using U = typename Unsigned<A>::U;
@@ -289,6 +350,10 @@ __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t 
     P.error->timed_out = 1;
     __threadfence_system();
   }
+  /* Device printf, not common/log.h: the logger is host code and this runs on the GPU. It is the
+   * only trace of a timeout when the caller passed no error record (or reads it only later); the
+   * CUDA runtime copies the line to stdout at the next synchronization. The host side reports
+   * through `error` with SYMMPIN_WARN (preload/engine.c). */
   printf("symmpin: one-shot all-reduce timed out: rank %d waited for rank %d (site %016llx, "
          "epoch %u)\n",
          P.rank, peer, (unsigned long long)P.site, seq);
@@ -322,7 +387,7 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
   return *abort_flag == 0;
 }
 
-/* ---- LL variant ---- */
+/* ---- LL algorithm ---- */
 
 /* Programmatic dependent launch (sm_90): the LL kernel is launched so that it may start while the
  * kernel before it on the stream finishes; griddepcontrol.wait then holds it until that kernel has
@@ -393,7 +458,7 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(cons
   epochs_advance(P, seq);
 }
 
-/* ---- COPY and DIRECT variants ---- */
+/* ---- COPY and IN_SLOT algorithms ---- */
 
 template <class D, int OP>
 __device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, uint32_t (&out)[4]) {
@@ -408,7 +473,7 @@ __device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, ui
   reduce_packs<D, OP, 16>(in, P.nranks, out);
 }
 
-template <class D, int OP, bool kDirect>
+template <class D, int OP, bool kInSlot>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(const Params P) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
@@ -419,7 +484,7 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
   const unsigned parity = seq & 1;
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
 
-  if constexpr (!kDirect) {
+  if constexpr (!kInSlot) {
     /* Copy-in into this parity's staging units. Each block copies exactly the units it (and the
      * same block on every peer) reduces later, so only a per-block barrier is needed. */
     for (size_t v = first; v < V; v += stride) {
@@ -478,44 +543,45 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
   epochs_advance(P, seq);
 }
 
-/* ---- dispatch ---- */
+/* ---- dispatch: from (datatype, op, algorithm) values to a kernel ---- */
 
 using KernelFn = void (*)(Params);
 
-template <class D, int OP> KernelFn pick_variant(int v) {
-  switch (v) {
-  case SYMMPIN_ONESHOT_LL: return ll_kernel<D, OP>;
-  case SYMMPIN_ONESHOT_COPY: return bar_kernel<D, OP, false>;
-  case SYMMPIN_ONESHOT_DIRECT: return bar_kernel<D, OP, true>;
+template <class D, int OP> KernelFn pick_algo(int algo) {
+  switch (algo) {
+  case SYMMPIN_ALGO_ONESHOT_LL: return ll_kernel<D, OP>;
+  case SYMMPIN_ALGO_ONESHOT_COPY: return bar_kernel<D, OP, false>;
+  case SYMMPIN_ALGO_ONESHOT_IN_SLOT: return bar_kernel<D, OP, true>;
   }
   return nullptr;
 }
 
-template <class D> KernelFn pick_op(int op, int v) {
+/* Expanded from common/types.h's op list: an op without arithmetic here has no case that could
+ * instantiate Red for it. */
+template <class D> KernelFn pick_op(int op, int algo) {
   switch (op) {
-  case SYMMPIN_SUM: return pick_variant<D, SYMMPIN_SUM>(v);
-  case SYMMPIN_PROD: return pick_variant<D, SYMMPIN_PROD>(v);
-  case SYMMPIN_MAX: return pick_variant<D, SYMMPIN_MAX>(v);
-  case SYMMPIN_MIN: return pick_variant<D, SYMMPIN_MIN>(v);
-  case SYMMPIN_AVG: return pick_variant<D, SYMMPIN_AVG>(v);
+#define SYMMPIN_X(NAME, value, str)                                                                \
+  case value:                                                                                      \
+    if constexpr (kHasArithmetic<value>) return pick_algo<D, value>(algo);                         \
+    return nullptr;
+    SYMMPIN_OPS(SYMMPIN_X)
+#undef SYMMPIN_X
   }
   return nullptr;
 }
 
-KernelFn pick_kernel(int dtype, int op, int v) {
+template <int DTYPE> KernelFn pick_dtype(int op, int algo) {
+  if constexpr (kHasKernelType<DTYPE>) return pick_op<typename KernelType<DTYPE>::type>(op, algo);
+  return nullptr;
+}
+
+/* Expanded from common/types.h's datatype list, like supports()'s table (kernels/select.h). */
+KernelFn pick_kernel(int dtype, int op, int algo) {
   switch (dtype) {
-  case SYMMPIN_INT8: return pick_op<IntType<int8_t>>(op, v);
-  case SYMMPIN_UINT8: return pick_op<IntType<uint8_t>>(op, v);
-  case SYMMPIN_INT32: return pick_op<IntType<int32_t>>(op, v);
-  case SYMMPIN_UINT32: return pick_op<IntType<uint32_t>>(op, v);
-  case SYMMPIN_INT64: return pick_op<IntType<int64_t>>(op, v);
-  case SYMMPIN_UINT64: return pick_op<IntType<uint64_t>>(op, v);
-  case SYMMPIN_FLOAT16: return pick_op<F16>(op, v);
-  case SYMMPIN_FLOAT32: return pick_op<F32>(op, v);
-  case SYMMPIN_FLOAT64: return pick_op<F64>(op, v);
-  case SYMMPIN_BFLOAT16: return pick_op<BF16>(op, v);
-  case SYMMPIN_FP8E4M3: return pick_op<FP8<__NV_E4M3>>(op, v);
-  case SYMMPIN_FP8E5M2: return pick_op<FP8<__NV_E5M2>>(op, v);
+#define SYMMPIN_X(NAME, value, str, bytes)                                                         \
+  case value: return pick_dtype<value>(op, algo);
+    SYMMPIN_DTYPES(SYMMPIN_X)
+#undef SYMMPIN_X
   }
   return nullptr;
 }
@@ -527,74 +593,79 @@ bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
 
 } // namespace
 
-extern "C" symmpin_status symmpin_oneshot_launch(const symmpin_oneshot_call *c, void *stream) {
-  if (!c || c->nranks < 1 || c->nranks > SYMMPIN_MAX_RANKS || c->rank < 0 ||
-      c->rank >= c->nranks || (c->form != SYMMPIN_FORM_STAGED && c->form != SYMMPIN_FORM_DIRECT)) {
-    fprintf(stderr, "symmpin: oneshot launch: bad call (rank/nranks/form)\n");
+/* Every refusal below is logged here, once, where it starts (the caller only falls back). */
+extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream) {
+  if (!c || c->nranks < 1 || c->nranks > SYMMPIN_KERNEL_MAX_RANKS || c->rank < 0 ||
+      c->rank >= c->nranks ||
+      (c->input != SYMMPIN_INPUT_STAGED && c->input != SYMMPIN_INPUT_IN_SLOT)) {
+    if (c)
+      SYMMPIN_WARN("all-reduce kernel: bad call (rank %d of %d, input form %d)", c->rank,
+                   c->nranks, (int)c->input);
+    else
+      SYMMPIN_WARN("all-reduce kernel: bad call (NULL)");
     return SYMMPIN_ERR_INVALID;
   }
-  if (!symmpin_oneshot_supports(c->dtype, c->op)) {
-    fprintf(stderr, "symmpin: oneshot launch: datatype %d / op %d not supported\n", c->dtype, c->op);
+  if (!symmpin_kernel_supports(c->dtype, c->op)) {
+    SYMMPIN_WARN("all-reduce kernel: datatype %d / op %d not supported", c->dtype, c->op);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   if (c->count == 0) return SYMMPIN_OK; /* nothing to reduce; every rank skips alike */
-  size_t need = symmpin_oneshot_slot_bytes(c->count, c->dtype, c->nranks, c->form);
+  size_t need = symmpin_kernel_slot_bytes(c->count, c->dtype, c->nranks, c->input);
   if (need == 0) {
-    fprintf(stderr, "symmpin: oneshot launch: count %zu too large\n", c->count);
+    SYMMPIN_WARN("all-reduce kernel: count %zu too large", c->count);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   if (c->slot_bytes < need) {
-    fprintf(stderr, "symmpin: oneshot launch: slot of %zu bytes, call needs %zu\n", c->slot_bytes,
-            need);
+    SYMMPIN_WARN("all-reduce kernel: slot of %zu bytes, call needs %zu", c->slot_bytes, need);
     return SYMMPIN_ERR_INVALID;
   }
   for (int r = 0; r < c->nranks; r++) {
     if (!c->slot[r] || ((uintptr_t)c->slot[r] % SYMMPIN_ONESHOT_UNIT_BYTES) != 0) {
-      fprintf(stderr, "symmpin: oneshot launch: slot of rank %d is NULL or not 16-byte aligned\n", r);
+      SYMMPIN_WARN("all-reduce kernel: slot of rank %d is NULL or not 16-byte aligned", r);
       return SYMMPIN_ERR_INVALID;
     }
   }
   size_t bytes = c->count * symmpin_dtype_size(c->dtype);
-  if (!c->recv || (c->form == SYMMPIN_FORM_STAGED && !c->send)) {
-    fprintf(stderr, "symmpin: oneshot launch: NULL buffer\n");
+  if (!c->recv || (c->input == SYMMPIN_INPUT_STAGED && !c->send)) {
+    SYMMPIN_WARN("all-reduce kernel: NULL buffer");
     return SYMMPIN_ERR_INVALID;
   }
   const char *own = (const char *)c->slot[c->rank];
-  char *data = (char *)c->slot[c->rank] + SYMMPIN_ONESHOT_HEADER_BYTES;
+  char *data = (char *)c->slot[c->rank] + symmpin_kernel_in_slot_offset();
   int inplace_slot = 0;
-  if (c->form == SYMMPIN_FORM_STAGED) {
+  if (c->input == SYMMPIN_INPUT_STAGED) {
     /* Threads read their input bytes before writing the same output bytes: identical buffers are
      * fine, shifted overlaps or buffers inside the slot's staging are not. */
     if ((c->send != c->recv && overlaps(c->send, bytes, c->recv, bytes)) ||
         overlaps(c->send, bytes, own, c->slot_bytes) ||
         overlaps(c->recv, bytes, own, c->slot_bytes)) {
-      fprintf(stderr, "symmpin: oneshot launch: staged buffers overlap each other or the slot\n");
+      SYMMPIN_WARN("all-reduce kernel: staged buffers overlap each other or the slot");
       return SYMMPIN_ERR_UNSUPPORTED;
     }
   } else if (overlaps(c->recv, bytes, own, c->slot_bytes)) {
     if (c->recv != data) {
-      fprintf(stderr, "symmpin: oneshot launch: direct recv overlaps the slot but is not its data\n");
+      SYMMPIN_WARN("all-reduce kernel: in-slot recv overlaps the slot but is not its data area");
       return SYMMPIN_ERR_UNSUPPORTED;
     }
     inplace_slot = 1;
   }
 
-  symmpin_oneshot_variant v = symmpin_oneshot_variant_for(c->count, c->dtype, c->nranks, c->form);
-  symmpin_oneshot_geometry g =
-      symmpin_oneshot_geometry_for(c->count, c->dtype, c->nranks, c->form);
-  KernelFn fn = pick_kernel(c->dtype, c->op, v);
+  symmpin_kernel_algo algo = symmpin_kernel_algo_for(c->count, c->dtype, c->nranks, c->input);
+  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(c->count, c->dtype, c->nranks, c->input);
+  KernelFn fn = pick_kernel(c->dtype, c->op, algo);
   if (!fn || g.blocks == 0) {
-    fprintf(stderr, "symmpin: oneshot launch: no kernel for dtype %d op %d\n", c->dtype, c->op);
+    SYMMPIN_WARN("all-reduce kernel: no kernel for dtype %d op %d (algorithm %d)", c->dtype, c->op,
+                 (int)algo);
     return SYMMPIN_ERR_INTERNAL;
   }
 
   Params P;
-  for (int r = 0; r < SYMMPIN_MAX_RANKS; r++)
+  for (int r = 0; r < SYMMPIN_KERNEL_MAX_RANKS; r++)
     P.slot[r] = r < c->nranks ? (char *)c->slot[r] : nullptr;
   P.send = (const char *)c->send;
   P.recv = (char *)c->recv;
   P.bytes = bytes;
-  P.units = symmpin_oneshot_units(c->count, c->dtype, v);
+  P.units = symmpin_oneshot_units(c->count, c->dtype, algo);
   P.rank = c->rank;
   P.nranks = c->nranks;
   P.inplace_slot = inplace_slot;
@@ -609,13 +680,13 @@ extern "C" symmpin_status symmpin_oneshot_launch(const symmpin_oneshot_call *c, 
   cudaLaunchAttribute pdl[1];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  if (v == SYMMPIN_ONESHOT_LL) { /* the latency-bound variant: see griddep_wait() */
+  if (algo == SYMMPIN_ALGO_ONESHOT_LL) { /* the latency-bound algorithm: see griddep_wait() */
     cfg.attrs = pdl;
     cfg.numAttrs = 1;
   }
   cudaError_t e = cudaLaunchKernelEx(&cfg, fn, P);
   if (e != cudaSuccess) {
-    fprintf(stderr, "symmpin: oneshot launch: %s\n", cudaGetErrorString(e));
+    SYMMPIN_WARN("all-reduce kernel: launch failed: %s", cudaGetErrorString(e));
     return SYMMPIN_ERR_CUDA;
   }
   return SYMMPIN_OK;

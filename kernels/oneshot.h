@@ -1,85 +1,84 @@
-/* One-shot all-reduce kernels on a symmetric slot: the C entry points.
+/* TEMPORARY compatibility header (issue 9): the names kernels/allreduce.h had before the rename,
+ * kept only so that preload/engine.c and tests/gpu/bench.c build until they switch. Include
+ * kernels/allreduce.h in new code; this file (and kernels/layout.h) goes once nothing includes it.
  *
- * A "slot" is the same byte range [offset, offset + slot_bytes) of every rank's symmetric pool.
- * The caller passes where that range sits in every rank's pool as mapped in this process
- * (slot[r] for rank r; slot[rank] is the local one). The layout inside a slot (data, LL lines,
- * flags, epoch counters) belongs to this module alone; callers only size slots with
- * symmpin_oneshot_slot_bytes() and zero them once when the pool is created.
- *
- * Contract for callers:
- * - Calls on one slot must be ordered (one stream, or streams ordered by events): the kernels keep
- *   per-slot epoch counters in device memory, so they stay correct across CUDA-graph replays.
- * - Calls on different slots may run concurrently on different streams: slots share nothing.
- * - Every rank must call with the same slot, count, datatype, op and form, in the same order.
- * - Results are bitwise identical on every rank: each rank reduces the ranks' inputs in rank order
- *   0, 1, ..., n-1 with the same arithmetic.
- *
- * Plain C header: no CUDA types, so the planner-side code and CPU tests can include it. */
+ *   symmpin_oneshot_call / _launch   -> symmpin_kernel_call / symmpin_kernel_launch
+ *                                       (field form -> input)
+ *   symmpin_oneshot_form, SYMMPIN_FORM_STAGED / _DIRECT
+ *                                    -> symmpin_kernel_input, SYMMPIN_INPUT_STAGED / _IN_SLOT
+ *   symmpin_oneshot_error            -> symmpin_kernel_error
+ *   symmpin_oneshot_slot_bytes       -> symmpin_kernel_slot_bytes
+ *   symmpin_oneshot_supports         -> symmpin_kernel_supports
+ *   symmpin_oneshot_direct_data_offset -> symmpin_kernel_in_slot_offset
+ *   SYMMPIN_MAX_RANKS                -> SYMMPIN_KERNEL_MAX_RANKS */
 #ifndef SYMMPIN_KERNELS_ONESHOT_H
 #define SYMMPIN_KERNELS_ONESHOT_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include <string.h>
 
-#include "common/types.h"
+#include "kernels/allreduce.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SYMMPIN_MAX_RANKS 8
+#ifndef SYMMPIN_MAX_RANKS
+#define SYMMPIN_MAX_RANKS SYMMPIN_KERNEL_MAX_RANKS
+#endif
 
-typedef enum symmpin_oneshot_form {
-  /* The kernel first copies the local user buffer `send` into this rank's part of the slot. */
-  SYMMPIN_FORM_STAGED = 0,
-  /* The input already sits in the slot's data area (symmpin_oneshot_direct_data()); `send` unused. */
-  SYMMPIN_FORM_DIRECT = 1,
-} symmpin_oneshot_form;
+typedef symmpin_kernel_input symmpin_oneshot_form;
+#define SYMMPIN_FORM_STAGED SYMMPIN_INPUT_STAGED
+#define SYMMPIN_FORM_DIRECT SYMMPIN_INPUT_IN_SLOT
 
-/* Where a kernel reports a barrier that waited longer than the timeout. Host-mapped memory
- * (cudaHostAlloc ... cudaHostAllocMapped) so the host can read it without synchronizing. */
-typedef struct symmpin_oneshot_error {
-  volatile uint32_t timed_out; /* 0, or 1 once a block gave up waiting */
-  volatile int32_t peer;       /* the rank it waited for */
-  volatile uint64_t site;      /* the call site of the call that waited */
-} symmpin_oneshot_error;
+typedef symmpin_kernel_error symmpin_oneshot_error;
 
+/* The old call, field for field (callers initialize `.form` by name). */
 typedef struct symmpin_oneshot_call {
-  void *slot[SYMMPIN_MAX_RANKS]; /* the slot in every rank's pool, as mapped in this process */
-  size_t slot_bytes;             /* must be >= symmpin_oneshot_slot_bytes(count, dtype, nranks, form) */
+  void *slot[SYMMPIN_KERNEL_MAX_RANKS];
+  size_t slot_bytes;
   int rank, nranks;
-  const void *send;              /* staged: any local device buffer, any alignment; direct: unused */
-  void *recv;                    /* any local device buffer, may equal send (in place) */
+  const void *send;
+  void *recv;
   size_t count;
-  int dtype;                     /* symmpin_dtype */
-  int op;                        /* symmpin_op */
+  int dtype;
+  int op;
   symmpin_oneshot_form form;
-  uint64_t site;                 /* only for the timeout message */
-  uint64_t timeout_cycles;       /* 0 = wait forever; else give up after ~this many GPU clocks */
-  symmpin_oneshot_error *error;  /* device-visible pointer to host-mapped memory, or NULL */
+  uint64_t site;
+  uint64_t timeout_cycles;
+  symmpin_oneshot_error *error;
 } symmpin_oneshot_call;
 
-/* Bytes a slot needs for this call shape (a multiple of 256). 0 if unsupported. */
-size_t symmpin_oneshot_slot_bytes(size_t count, int dtype, int nranks, symmpin_oneshot_form form);
+static inline symmpin_status symmpin_oneshot_launch(const symmpin_oneshot_call *c, void *stream) {
+  if (!c) return symmpin_kernel_launch(NULL, stream);
+  symmpin_kernel_call k;
+  memcpy(k.slot, c->slot, sizeof k.slot);
+  k.slot_bytes = c->slot_bytes;
+  k.rank = c->rank;
+  k.nranks = c->nranks;
+  k.send = c->send;
+  k.recv = c->recv;
+  k.count = c->count;
+  k.dtype = c->dtype;
+  k.op = c->op;
+  k.input = c->form;
+  k.site = c->site;
+  k.timeout_cycles = c->timeout_cycles;
+  k.error = c->error;
+  return symmpin_kernel_launch(&k, stream);
+}
 
-/* Where the direct form expects this rank's input inside its own slot (slot[rank] + return). */
-size_t symmpin_oneshot_direct_data_offset(void);
+static inline size_t symmpin_oneshot_slot_bytes(size_t count, int dtype, int nranks,
+                                                symmpin_oneshot_form form) {
+  return symmpin_kernel_slot_bytes(count, dtype, nranks, form);
+}
 
-/* Whether the kernels handle this datatype and op at all. */
-bool symmpin_oneshot_supports(int dtype, int op);
+static inline bool symmpin_oneshot_supports(int dtype, int op) {
+  return symmpin_kernel_supports(dtype, op);
+}
 
-/* Launch geometry chosen for a call shape (pure host logic, tested on the CPU). */
-typedef struct symmpin_oneshot_geometry {
-  unsigned blocks, threads;
-} symmpin_oneshot_geometry;
-symmpin_oneshot_geometry symmpin_oneshot_geometry_for(size_t count, int dtype, int nranks,
-                                                      symmpin_oneshot_form form);
-
-/* Enqueue the all-reduce on `stream` (a cudaStream_t) on the current device, which must be the
- * device of slot[rank]. Asynchronous; capturable into a CUDA graph. Returns SYMMPIN_ERR_INVALID or
- * SYMMPIN_ERR_UNSUPPORTED without launching anything, or SYMMPIN_ERR_CUDA if the launch failed. */
-symmpin_status symmpin_oneshot_launch(const symmpin_oneshot_call *call, void *stream);
+static inline size_t symmpin_oneshot_direct_data_offset(void) {
+  return symmpin_kernel_in_slot_offset();
+}
 
 #ifdef __cplusplus
 }

@@ -5,9 +5,10 @@
 #include "planner/allocmap.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/log.h"
 
 struct symmpin_allocmap {
   pthread_rwlock_t lock;
@@ -19,11 +20,12 @@ struct symmpin_allocmap {
 symmpin_allocmap *symmpin_allocmap_create(void) {
   symmpin_allocmap *m = calloc(1, sizeof(*m));
   if (!m) {
-    fprintf(stderr, "symmpin: allocation map: out of memory\n");
+    SYMMPIN_WARN("allocation map: out of memory");
     return NULL;
   }
-  if (pthread_rwlock_init(&m->lock, NULL) != 0) {
-    fprintf(stderr, "symmpin: allocation map: cannot create its lock\n");
+  int rc = pthread_rwlock_init(&m->lock, NULL);
+  if (rc != 0) {
+    SYMMPIN_WARN("allocation map: cannot create its lock: %s", strerror(rc));
     free(m);
     return NULL;
   }
@@ -58,7 +60,8 @@ static bool overlaps(const symmpin_alloc *a, uintptr_t base, size_t size) {
 symmpin_status symmpin_allocmap_insert(symmpin_allocmap *m, uintptr_t base, size_t size, int kind,
                                        int device, uint64_t stack, uint64_t *id) {
   if (!m || size == 0 || base + size < base) {
-    fprintf(stderr, "symmpin: allocation map: invalid range %#lx+%zu\n", (unsigned long)base, size);
+    SYMMPIN_WARN("allocation map: invalid range %#lx+%zu%s", (unsigned long)base, size,
+                 m ? "" : " (no map)");
     return SYMMPIN_ERR_INVALID;
   }
   pthread_rwlock_wrlock(&m->lock);
@@ -78,7 +81,8 @@ symmpin_status symmpin_allocmap_insert(symmpin_allocmap *m, uintptr_t base, size
     symmpin_alloc *v = realloc(m->v, cap * sizeof(*v));
     if (!v) {
       pthread_rwlock_unlock(&m->lock);
-      fprintf(stderr, "symmpin: allocation map: out of memory (%zu entries)\n", cap);
+      SYMMPIN_WARN("allocation map: out of memory growing to %zu entries; allocation %#lx+%zu "
+                   "not recorded", cap, (unsigned long)base, size);
       return SYMMPIN_ERR_NOMEM;
     }
     m->v = v;

@@ -5,12 +5,12 @@
  * probed, never iterated, so the result cannot depend on addresses or on hash layout. */
 #include "planner/plan.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "planner/slots.h"
 
 static const char *const reason_names[SYMMPIN_PLAN_REASON_COUNT] = {
@@ -29,13 +29,16 @@ const char *symmpin_plan_reason_name(symmpin_plan_reason r) {
   return (unsigned)r < SYMMPIN_PLAN_REASON_COUNT ? reason_names[r] : "?";
 }
 
+const char *const symmpin_plan_mode_names[] = {
+    [SYMMPIN_PLAN_SHARED] = "shared", [SYMMPIN_PLAN_DEDICATED] = "dedicated", NULL};
+
 const char *symmpin_plan_mode_name(symmpin_plan_mode m) {
   return m == SYMMPIN_PLAN_DEDICATED ? "dedicated" : "shared";
 }
 
 int symmpin_plan_mode_from_name(const char *name) {
-  if (strcmp(name, "shared") == 0) return SYMMPIN_PLAN_SHARED;
-  if (strcmp(name, "dedicated") == 0) return SYMMPIN_PLAN_DEDICATED;
+  for (int m = 0; symmpin_plan_mode_names[m]; m++)
+    if (strcmp(name, symmpin_plan_mode_names[m]) == 0) return m;
   return -1;
 }
 
@@ -174,7 +177,7 @@ static seen *seen_get(builder *b, uint64_t site, symmpin_status *st) {
   b->order[b->nseen++] = s;
   return s;
 nomem:
-  fprintf(stderr, "symmpin: plan: out of memory (%zu sites)\n", b->nseen);
+  SYMMPIN_WARN("plan: out of memory (%zu sites)", b->nseen);
   *st = SYMMPIN_ERR_NOMEM;
   return NULL;
 }
@@ -287,7 +290,7 @@ static symmpin_status collect_groups(builder *b) {
   b->grouped.n = u;
   return SYMMPIN_OK;
 nomem:
-  fprintf(stderr, "symmpin: plan: out of memory collecting groups\n");
+  SYMMPIN_WARN("plan: out of memory collecting groups");
   return SYMMPIN_ERR_NOMEM;
 }
 
@@ -367,8 +370,8 @@ static symmpin_status check_inputs(const symmpin_record *const *records,
   if (prev && (prev->comm != records[0]->comm || prev->nranks != pol->nranks)) goto bad;
   return SYMMPIN_OK;
 bad:
-  fprintf(stderr, "symmpin: plan: invalid input (records must be ranks 0..n-1 of one communicator,"
-                  " alignment a power of two, slot_bytes set)\n");
+  SYMMPIN_WARN("plan: invalid input (records must be ranks 0..n-1 of one communicator, alignment "
+               "a power of two, slot_bytes set)");
   return SYMMPIN_ERR_INVALID;
 }
 
@@ -380,7 +383,7 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
   builder b = {.rec = records, .pol = pol, .nranks = pol->nranks};
   plan_impl *pi = calloc(1, sizeof(*pi));
   if (!pi) {
-    fprintf(stderr, "symmpin: plan: out of memory\n");
+    SYMMPIN_WARN("plan: out of memory (comm %d)", records[0]->comm);
     return SYMMPIN_ERR_NOMEM;
   }
   symmpin_plan *p = &pi->pub;
@@ -493,7 +496,7 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
   *out = p;
   return SYMMPIN_OK;
 nomem:
-  fprintf(stderr, "symmpin: plan: out of memory\n");
+  SYMMPIN_WARN("plan: out of memory (comm %d, %zu sites)", p->comm, b.nseen);
   st = SYMMPIN_ERR_NOMEM;
 fail:
   builder_free(&b);

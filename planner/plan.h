@@ -43,6 +43,8 @@ typedef enum symmpin_plan_reason {
 
 const char *symmpin_plan_reason_name(symmpin_plan_reason r);
 const char *symmpin_plan_mode_name(symmpin_plan_mode m);
+/* The mode names indexed by mode, NULL-terminated: what SYMMPIN_PLANNER and --planner accept. */
+extern const char *const symmpin_plan_mode_names[];
 /* "shared" / "dedicated" -> mode; -1 if neither. */
 int symmpin_plan_mode_from_name(const char *name);
 
@@ -51,6 +53,11 @@ int symmpin_plan_mode_from_name(const char *name);
 typedef size_t (*symmpin_slot_bytes_fn)(size_t count, int dtype, int nranks, void *ctx);
 /* Whether the kernels handle (dtype, op). */
 typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
+
+/* SYMMPIN_MAX_BYTES when unset, in MiB: above it the one-shot kernels stopped beating NCCL on
+ * 2 x H200 (docs/perf-notes.md). One definition for the library's configuration and the replay. */
+#define SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB 2
+#define SYMMPIN_PLAN_MAX_BYTES_DEFAULT ((uint64_t)SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB << 20)
 
 typedef struct symmpin_plan_policy {
   symmpin_plan_mode mode;

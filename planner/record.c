@@ -2,8 +2,8 @@
 #include "planner/record.h"
 
 #include "common/hash.h"
+#include "common/log.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +35,8 @@ symmpin_status symmpin_record_append(symmpin_record *r, const symmpin_call *c, u
     size_t cap = r->cap ? r->cap * 2 : 256;
     symmpin_call *v = realloc(r->calls, cap * sizeof(*v));
     if (!v) {
-      fprintf(stderr, "symmpin: call record: out of memory (%zu calls)\n", cap);
+      SYMMPIN_WARN("call record of comm %d rank %d: out of memory (%zu calls)", r->comm, r->rank,
+                   cap);
       return SYMMPIN_ERR_NOMEM;
     }
     r->calls = v;
@@ -91,8 +92,8 @@ symmpin_status symmpin_record_encode(const symmpin_record *r, void *buf, size_t 
   size_t need = symmpin_record_encoded_bytes(r->ncalls);
   if (!buf || cap < need) {
     *len = need;
-    fprintf(stderr, "symmpin: call record: %zu calls need %zu bytes, blob holds %zu\n", r->ncalls,
-            need, cap);
+    SYMMPIN_WARN("call record of comm %d rank %d: %zu calls need %zu bytes, blob holds %zu",
+                 r->comm, r->rank, r->ncalls, need, buf ? cap : 0);
     return SYMMPIN_ERR_INVALID;
   }
   blob_header h = {RECORD_MAGIC, (uint32_t)r->ncalls, r->comm, r->rank, r->nranks, 0,
@@ -126,7 +127,8 @@ symmpin_status symmpin_record_decode(const void *buf, size_t len, symmpin_record
   if (h.ncalls) {
     r.calls = malloc(h.ncalls * sizeof(*r.calls));
     if (!r.calls) {
-      fprintf(stderr, "symmpin: call record: out of memory decoding %u calls\n", h.ncalls);
+      SYMMPIN_WARN("call record of comm %d rank %d: out of memory decoding %u calls", h.comm,
+                   h.rank, h.ncalls);
       return SYMMPIN_ERR_NOMEM;
     }
   }
@@ -143,7 +145,8 @@ symmpin_status symmpin_record_decode(const void *buf, size_t len, symmpin_record
   *out = r;
   return SYMMPIN_OK;
 bad:
-  fprintf(stderr, "symmpin: call record: malformed board blob (%zu bytes)\n", len);
+  SYMMPIN_WARN("call record: malformed board blob (%zu bytes%s)", len,
+               buf && len >= sizeof(h) ? "" : ", shorter than its header");
   return SYMMPIN_ERR_INVALID;
 }
 

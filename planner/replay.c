@@ -15,7 +15,9 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "common/log.h"
 #include "planner/record.h"
+#include "planner/schedule.h"
 #include "planner/site.h"
 #include "planner/trace.h"
 #include "planner/warmup.h"
@@ -55,7 +57,8 @@ typedef struct comm_data {
   symmpin_plan *plan;       /* last plan; NULL if warm-up never ended everywhere */
   uint64_t *rank_digest;    /* [nranks] the digest each rank computed */
   bool complete, agreed;
-  int epochs;
+  int epochs;               /* agreed */
+  int failed_epochs;        /* closed but not agreed (misaligned, captured) */
 } comm_data;
 
 typedef struct thread_state {
@@ -267,7 +270,7 @@ static symmpin_status load_file(loaded *L, int fi) {
   free(ts);
   return st;
 nomem:
-  fprintf(stderr, "symmpin-replay: out of memory reading %s\n", f->path);
+  SYMMPIN_WARN("out of memory reading %s", f->path);
   free(fc);
   free(ts);
   return SYMMPIN_ERR_NOMEM;
@@ -288,79 +291,109 @@ static symmpin_status make_record(const rank_data *r, int comm, int nranks, size
   return SYMMPIN_OK;
 }
 
-/* Warm-up, then epochs, while every rank's trace reaches the next agreement point. */
+/* Calls of one epoch a rank records at most (the engine's record cap, preload/agree.c). */
+#define RECORD_MAX_CALLS 16384
+
+/* Whether any rank captured a CUDA graph during epoch's agreement: at its closing call (0-based
+ * index close - 1) or at the two calls after it, where the engine plans and maps the pool; nothing
+ * may allocate during capture, so the engine fails such an epoch on every rank. */
+static bool captured_during_agreement(const comm_data *c, const uint64_t *close) {
+  for (int r = 0; r < c->nranks; r++)
+    for (uint64_t i = close[r] - 1; i < close[r] + 2 && i < c->ranks[r]->ncalls; i++)
+      if (c->ranks[r]->calls[i].capturing) return true;
+  return false;
+}
+
+/* The preload's epochs on the traces: every rank runs the shared schedule (planner/schedule.h)
+ * over its own calls; at each agreement point the ranks' closing calls are compared as the board
+ * shows them to the engine, and the epoch is planned from each rank's record since its last close,
+ * or fails as the engine's would (closes that differ, a capture during the agreement). The GPU
+ * side (pool growth, P2P) is assumed to succeed. */
 static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, int ordinal) {
   symmpin_warmup_config cfg = {o->warmup};
   size_t n = c->nranks > 0 ? (size_t)c->nranks : 1;
-  uint64_t *start = calloc(n, sizeof(*start)), *end = calloc(n, sizeof(*end));
-  symmpin_epochs *ep = calloc(n, sizeof(*ep));
+  uint64_t *pos = calloc(n, sizeof(*pos)), *start = calloc(n, sizeof(*start));
+  uint64_t *close = calloc(n, sizeof(*close));
+  symmpin_schedule *sched = calloc(n, sizeof(*sched));
   symmpin_record *recs = calloc(n, sizeof(*recs));
   const symmpin_record **rp = calloc(n, sizeof(*rp));
   c->rank_digest = calloc(n, sizeof(*c->rank_digest));
   symmpin_status st = SYMMPIN_OK;
-  if (!start || !end || !ep || !recs || !rp || !c->rank_digest) {
+  int ready = 0;
+  if (!pos || !start || !close || !sched || !recs || !rp || !c->rank_digest) {
+    SYMMPIN_WARN("comm %d: out of memory simulating %zu ranks", ordinal, n);
     st = SYMMPIN_ERR_NOMEM;
     goto out;
   }
   c->complete = true;
   for (int r = 0; r < c->nranks; r++) c->complete = c->complete && c->ranks[r];
   if (!c->complete) goto out;
-
-  bool all_warm = true;
-  for (int r = 0; r < c->nranks; r++) {
-    rank_data *rd = c->ranks[r];
-    symmpin_warmup w;
-    st = symmpin_warmup_init(&w, &cfg);
+  for (; ready < c->nranks; ready++) {
+    st = symmpin_schedule_init(&sched[ready], &cfg);
     if (st != SYMMPIN_OK) goto out;
-    for (size_t i = 0; i < rd->ncalls; i++)
-      if (symmpin_warmup_step(&w, symmpin_warmup_key(c->ordinal, rd->calls[i].count,
-                                                      rd->calls[i].dtype, rd->calls[i].op))) {
-        rd->warmup_end = i + 1;
-        rd->period = w.period;
-        break;
-      }
-    symmpin_warmup_free(&w);
-    if (!rd->warmup_end) all_warm = false;
   }
-  if (!all_warm) goto out;
 
   symmpin_plan_policy pol = {.mode = o->mode, .max_bytes = o->max_bytes, .alignment = 256,
                              .slot_bytes = o->slot_bytes, .supports = o->supports, .ctx = o->ctx,
                              .nranks = c->nranks};
-  for (int r = 0; r < c->nranks; r++) symmpin_epochs_init(&ep[r], &cfg, c->ranks[r]->warmup_end);
-  for (int r = 0; r < c->nranks; r++) end[r] = c->ranks[r]->warmup_end;
   for (;;) {
+    /* Every rank runs to its next closing call; the agreement then needs the calls after it. */
     bool reached = true;
-    for (int r = 0; r < c->nranks; r++) reached = reached && end[r] <= c->ranks[r]->ncalls;
-    if (!reached) break;
-    for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
-      st = make_record(c->ranks[r], ordinal, c->nranks, start[r], end[r], &recs[r]);
-      rp[r] = &recs[r];
-    }
-    symmpin_plan *next = NULL;
-    /* Every rank runs the same function on the same records; do it per rank, as they would. */
-    for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
-      symmpin_plan *mine = NULL;
-      st = symmpin_plan_make(rp, &pol, c->plan, &mine);
-      if (st != SYMMPIN_OK) break;
-      c->rank_digest[r] = mine->digest;
-      if (!next)
-        next = mine;
-      else
-        symmpin_plan_free(mine);
-    }
-    for (int r = 0; r < c->nranks; r++) symmpin_record_free(&recs[r]);
-    if (st != SYMMPIN_OK) {
-      symmpin_plan_free(next);
-      break;
-    }
-    symmpin_plan_free(c->plan);
-    c->plan = next;
-    c->epochs++;
     for (int r = 0; r < c->nranks; r++) {
-      start[r] = end[r];
-      symmpin_epochs_advance(&ep[r], next->nnew > 0);
-      end[r] = ep[r].next;
+      rank_data *rd = c->ranks[r];
+      close[r] = 0;
+      while (pos[r] < rd->ncalls && !close[r]) {
+        const symmpin_call *k = &rd->calls[pos[r]++];
+        if (symmpin_schedule_call(&sched[r], pos[r],
+                                  symmpin_warmup_key(c->ordinal, k->count, k->dtype, k->op)))
+          close[r] = pos[r];
+      }
+      if (close[r] && !rd->warmup_end) {
+        rd->warmup_end = close[r];
+        rd->period = sched[r].warmup.period;
+      }
+      reached = reached && close[r] && close[r] + SYMMPIN_AGREEMENT_CALLS <= rd->ncalls;
+    }
+    if (!reached) break;
+    bool aligned = true;
+    for (int r = 0; r < c->nranks; r++) aligned = symmpin_schedule_align(&sched[r], close, c->nranks);
+    symmpin_plan *next = NULL;
+    if (aligned && !captured_during_agreement(c, close)) {
+      for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
+        uint64_t to = close[r] - start[r] > RECORD_MAX_CALLS ? start[r] + RECORD_MAX_CALLS : close[r];
+        st = make_record(c->ranks[r], ordinal, c->nranks, start[r], to, &recs[r]);
+        rp[r] = &recs[r];
+      }
+      /* Every rank runs the same function on the same records; do it per rank, as they would. */
+      for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
+        symmpin_plan *mine = NULL;
+        st = symmpin_plan_make(rp, &pol, c->plan, &mine);
+        if (st != SYMMPIN_OK) break;
+        c->rank_digest[r] = mine->digest;
+        if (!next)
+          next = mine;
+        else
+          symmpin_plan_free(mine);
+      }
+      for (int r = 0; r < c->nranks; r++) symmpin_record_free(&recs[r]);
+      if (st != SYMMPIN_OK) {
+        symmpin_plan_free(next);
+        break;
+      }
+    }
+    if (next) {
+      symmpin_plan_free(c->plan);
+      c->plan = next;
+      c->epochs++;
+    } else {
+      c->failed_epochs++;
+    }
+    for (int r = 0; r < c->nranks; r++) {
+      if (next)
+        symmpin_schedule_agreed(&sched[r], next->nnew > 0);
+      else
+        symmpin_schedule_failed(&sched[r]);
+      start[r] = close[r]; /* the engine restarts its record at the close, whatever the verdict */
     }
   }
   if (c->plan) {
@@ -368,13 +401,14 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
     for (int r = 1; r < c->nranks; r++) c->agreed = c->agreed && c->rank_digest[r] == c->rank_digest[0];
   }
 out:
+  for (int r = 0; r < ready; r++) symmpin_schedule_free(&sched[r]);
+  free(pos);
   free(start);
-  free(end);
-  free(ep);
+  free(close);
+  free(sched);
   free(recs);
   free(rp);
-  if (st == SYMMPIN_ERR_NOMEM) fprintf(stderr, "symmpin-replay: out of memory\n");
-  return st;
+  return st; /* failures were logged where they happened */
 }
 
 /* ---- reporting ---- */
@@ -565,7 +599,7 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
     row_set *sets = nomem ? NULL : groups_together(c, &nsets, &nomem);
     if (nomem) {
       free(rows);
-      fprintf(stderr, "symmpin-replay: out of memory writing the report\n");
+      SYMMPIN_WARN("out of memory writing the report (comm %d)", c->ordinal);
       return SYMMPIN_ERR_NOMEM;
     }
     fprintf(out, "%s{\"comm\":%d,\"key\":\"%016" PRIx64 "%016" PRIx64 "\",\"nranks\":%d,"
@@ -583,11 +617,11 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
     fprintf(out, "],\"warmup_end\":[");
     for (int r = 0; r < c->nranks; r++)
       fprintf(out, r ? ",%" PRIu64 : "%" PRIu64, c->ranks[r] ? c->ranks[r]->warmup_end : 0);
-    fprintf(out, "],\"complete\":%s,\"same_sequence\":%s,\"agreed\":%s,\"epochs\":%d,"
+    fprintf(out, "],\"complete\":%s,\"same_sequence\":%s,\"agreed\":%s,\"epochs\":%d,\"failed_epochs\":%d,"
                  "\"digest\":\"%016" PRIx64 "\",\"pool_bytes\":%" PRIu64 ",\"dedicated_bytes\":%" PRIu64
                  ",\"planned_bytes\":%" PRIu64 ",\"lower_bound_bytes\":%" PRIu64 ",\"sites\":[",
             c->complete ? "true" : "false", same_sequence(c) ? "true" : "false",
-            c->agreed ? "true" : "false", c->epochs, p ? p->digest : 0, p ? p->pool_bytes : 0,
+            c->agreed ? "true" : "false", c->epochs, c->failed_epochs, p ? p->digest : 0, p ? p->pool_bytes : 0,
             p ? p->dedicated_bytes : 0, p ? p->pool_bytes : 0, p ? p->lower_bound_bytes : 0);
     /* One entry per (site, stream): what the plan decides for, with that stream's calls. */
     for (size_t k = 0; k < nrows; k++) {
@@ -708,13 +742,20 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
       continue;
     }
     if (!c->plan) {
-      fprintf(out, "  no plan: warm-up did not end on every rank within the trace\n");
+      if (c->failed_epochs)
+        fprintf(out, "  no plan: %d epoch(s) could not agree (ranks closed at different calls, "
+                     "or a graph was being captured)\n", c->failed_epochs);
+      else
+        fprintf(out, "  no plan: warm-up did not end on every rank within the trace\n");
       continue;
     }
     const symmpin_plan *p = c->plan;
-    fprintf(out, "  plan after %d epoch(s), mode %s (a site called on two streams is planned "
-                 "once per stream):\n",
-            c->epochs, symmpin_plan_mode_name(p->mode));
+    fprintf(out, "  plan after %d agreed epoch(s)", c->epochs);
+    if (c->failed_epochs)
+      fprintf(out, " and %d that could not agree (ranks closed at different calls, or a graph "
+                   "was being captured)", c->failed_epochs);
+    fprintf(out, ", mode %s (a site called on two streams is planned once per stream):\n",
+            symmpin_plan_mode_name(p->mode));
     for (int r = 0; r < c->nranks; r++)
       fprintf(out, "    rank %d computes digest %016" PRIx64 "\n", r, c->rank_digest[r]);
     for (size_t k = 0; k < p->nsites; k++) {
@@ -746,7 +787,10 @@ symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
   loaded L = {0};
   symmpin_status st = SYMMPIN_OK;
   L.files = calloc((size_t)(npaths > 0 ? npaths : 1), sizeof(*L.files));
-  if (!L.files) return SYMMPIN_ERR_NOMEM;
+  if (!L.files) {
+    SYMMPIN_WARN("out of memory for %d traces", npaths);
+    return SYMMPIN_ERR_NOMEM;
+  }
   for (int i = 0; i < npaths && st == SYMMPIN_OK; i++) {
     st = symmpin_trace_read(paths[i], &L.files[i]);
     if (st == SYMMPIN_OK) L.nfiles++;

@@ -11,9 +11,6 @@
 #include "planner/plan.h"
 #include "common/types.h"
 
-/* SYMMPIN_MAX_BYTES when unset; the preload uses the same constant. */
-#define SYMMPIN_MAX_BYTES_DEFAULT (2ull << 20) /* SYMMPIN_MAX_BYTES's default (preload/config.c) */
-
 typedef struct symmpin_replay_options {
   symmpin_plan_mode mode;
   uint32_t warmup;            /* SYMMPIN_WARMUP; 0 = default */
@@ -32,11 +29,12 @@ symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
 /* The slot size function the replay uses (replay_slots.c): the kernels' own when built with them. */
 size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx);
 bool symmpin_replay_supports(int dtype, int op, void *ctx);
-/* The kernel variant a call shape uses and how many there are (planner/record.h's sharing
+/* The kernels' slot class of a call shape (staged input) and how many there are: calls of
+ * different classes never share slot bytes (kernels/allreduce.h; planner/record.h's sharing
  * classes); 0 and 1 with the stand-in. */
 int symmpin_replay_variant(size_t count, int dtype, int nranks);
 int symmpin_replay_variants(void);
-/* A variant's name for reports ("LL", "copy", "direct"); NULL with the stand-in. */
+/* A slot class's name for reports ("LL", "copy", "in-slot"); NULL with the stand-in. */
 const char *symmpin_replay_variant_name(int variant);
 /* "kernels" or "stand-in": which one the above is. */
 const char *symmpin_replay_slot_source(void);

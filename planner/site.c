@@ -3,11 +3,11 @@
  * order of first call in an array, so reports list sites in program order. */
 #include "planner/site.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <uthash.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 
 uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, uint64_t count, int dtype, int op) {
   uint64_t h = 0x73796d6d70696e31ULL; /* "symmpin1": bump the tag if the recipe ever changes */
@@ -34,7 +34,7 @@ struct symmpin_site_table {
 symmpin_site_table *symmpin_site_table_create(int comm_ordinal) {
   symmpin_site_table *t = calloc(1, sizeof(*t));
   if (!t) {
-    fprintf(stderr, "symmpin: site table: out of memory\n");
+    SYMMPIN_WARN("site table of comm %d: out of memory", comm_ordinal);
     return NULL;
   }
   t->comm = comm_ordinal;
@@ -94,7 +94,7 @@ symmpin_status symmpin_site_table_add(symmpin_site_table *t, const symmpin_site_
   s->last_call = c->index;
   return SYMMPIN_OK;
 nomem:
-  fprintf(stderr, "symmpin: site table: out of memory (%zu sites)\n", t->n);
+  SYMMPIN_WARN("site table of comm %d: out of memory (%zu sites)", t->comm, t->n);
   return SYMMPIN_ERR_NOMEM;
 }
 

@@ -17,9 +17,10 @@
  * shares the k-th slot of its stream. Items placed by earlier plans never move. */
 #include "planner/slots.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/log.h"
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -113,7 +114,7 @@ static symmpin_status assign_shared(symmpin_slot_problem *p) {
     free(s.v);
     free(s.next);
     free(cand);
-    fprintf(stderr, "symmpin: shared slots: out of memory (%zu sites)\n", n);
+    SYMMPIN_WARN("shared slots: out of memory (%zu sites)", n);
     return SYMMPIN_ERR_NOMEM;
   }
   size_t ntodo = 0;

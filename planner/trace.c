@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
+
 /* ---- call names ---- */
 
 static const char *const call_names[SYMMPIN_TRACE_CALL_COUNT] = {
@@ -293,8 +295,8 @@ static symmpin_status drain(symmpin_trace_writer *w) {
     ssize_t n = write(w->fd, w->buf + done, w->used - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      fprintf(stderr, "symmpin: trace %s: write failed (%s); tracing stops\n", w->path,
-              n < 0 ? strerror(errno) : "no progress");
+      SYMMPIN_WARN("trace %s: write failed (%s); tracing stops", w->path,
+                   n < 0 ? strerror(errno) : "no progress");
       w->failed = true;
     } else {
       done += (size_t)n;
@@ -322,12 +324,12 @@ symmpin_status symmpin_trace_writer_open(const char *path, const symmpin_trace_h
   if (!path || !h || !out) return SYMMPIN_ERR_INVALID;
   symmpin_trace_writer *w = calloc(1, sizeof(*w));
   if (!w) {
-    fprintf(stderr, "symmpin: trace %s: out of memory\n", path);
+    SYMMPIN_WARN("trace %s: out of memory", path);
     return SYMMPIN_ERR_NOMEM;
   }
   w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd < 0) {
-    fprintf(stderr, "symmpin: trace %s: cannot create (%s)\n", path, strerror(errno));
+    SYMMPIN_WARN("trace %s: cannot create (%s)", path, strerror(errno));
     free(w);
     return SYMMPIN_ERR_IO;
   }
@@ -379,7 +381,9 @@ symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_e
     }
   }
   pthread_mutex_unlock(&w->lock);
-  if (st == SYMMPIN_ERR_INTERNAL) fprintf(stderr, "symmpin: trace: event line too long\n");
+  if (st == SYMMPIN_ERR_INTERNAL)
+    SYMMPIN_WARN("trace %s: a %s event does not fit in %d bytes (a bug); event dropped", w->path,
+                 symmpin_trace_call_name(ev->call), SYMMPIN_TRACE_LINE_MAX);
   return st;
 }
 
@@ -425,7 +429,7 @@ static void parse_header_line(symmpin_trace_header *h, const char *line) {
 symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
   FILE *fp = fopen(path, "rb");
   if (!fp) {
-    fprintf(stderr, "symmpin: trace %s: cannot open (%s)\n", path, strerror(errno));
+    SYMMPIN_WARN("trace %s: cannot open (%s)", path, strerror(errno));
     return SYMMPIN_ERR_IO;
   }
   char *text = NULL;
@@ -435,7 +439,7 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
       size_t ncap = cap ? cap * 2 : 1u << 20;
       char *t = realloc(text, ncap + 1);
       if (!t) {
-        fprintf(stderr, "symmpin: trace %s: out of memory\n", path);
+        SYMMPIN_WARN("trace %s: out of memory reading %zu bytes", path, ncap);
         free(text);
         fclose(fp);
         return SYMMPIN_ERR_NOMEM;
@@ -450,7 +454,7 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
   bool io_error = ferror(fp);
   fclose(fp);
   if (io_error) {
-    fprintf(stderr, "symmpin: trace %s: read error\n", path);
+    SYMMPIN_WARN("trace %s: read error after %zu bytes", path, len);
     free(text);
     return SYMMPIN_ERR_IO;
   }
@@ -474,12 +478,11 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
       first = false;
       int version;
       if (strncmp(line, "#symmpin-trace ", 15) != 0 || !parse_int(line + 15, &version)) {
-        fprintf(stderr, "symmpin: trace %s: not a symmpin trace (no '#symmpin-trace' line)\n",
-                path);
+        SYMMPIN_WARN("trace %s: not a symmpin trace (no '#symmpin-trace' line)", path);
         st = SYMMPIN_ERR_INVALID;
       } else if (version != SYMMPIN_TRACE_VERSION) {
-        fprintf(stderr, "symmpin: trace %s: version %d, this reader knows %d\n", path, version,
-                SYMMPIN_TRACE_VERSION);
+        SYMMPIN_WARN("trace %s: version %d, this reader knows %d", path, version,
+                     SYMMPIN_TRACE_VERSION);
         st = SYMMPIN_ERR_UNSUPPORTED;
       }
       f.header.version = version;
@@ -495,7 +498,7 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
           ecap = ecap ? ecap * 2 : 1024;
           symmpin_trace_event *v = realloc(f.events, ecap * sizeof(*v));
           if (!v) {
-            fprintf(stderr, "symmpin: trace %s: out of memory\n", path);
+            SYMMPIN_WARN("trace %s: out of memory (%zu events)", path, ecap);
             st = SYMMPIN_ERR_NOMEM;
             break;
           }
@@ -508,14 +511,15 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
   }
   free(text);
   if (st == SYMMPIN_OK && first) {
-    fprintf(stderr, "symmpin: trace %s: empty file\n", path);
+    SYMMPIN_WARN("trace %s: empty file", path);
     st = SYMMPIN_ERR_INVALID;
   }
   if (st != SYMMPIN_OK) {
     free(f.events);
     return st;
   }
-  if (f.skipped) fprintf(stderr, "symmpin: trace %s: %zu malformed line(s) skipped\n", path, f.skipped);
+  if (f.skipped)
+    SYMMPIN_WARN("trace %s: %zu malformed or incomplete line(s) skipped", path, f.skipped);
   *out = f;
   return SYMMPIN_OK;
 }

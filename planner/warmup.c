@@ -4,6 +4,7 @@
  * reaches P. One pass over the tracked periods per call, no re-scanning of history. */
 #include "planner/warmup.h"
 
+#include "common/log.h"
 #include "planner/site.h"
 
 #include <stdio.h>
@@ -24,7 +25,7 @@ symmpin_status symmpin_warmup_init(symmpin_warmup *w, const symmpin_warmup_confi
   w->ring = calloc((size_t)w->max_period + 1, sizeof(*w->ring));
   w->run = calloc((size_t)w->max_period + 1, sizeof(*w->run));
   if (!w->ring || !w->run) {
-    fprintf(stderr, "symmpin: warm-up: out of memory (%u tracked periods)\n", w->max_period);
+    SYMMPIN_WARN("warm-up: out of memory (%u tracked periods)", w->max_period);
     symmpin_warmup_free(w);
     return SYMMPIN_ERR_NOMEM;
   }

@@ -51,6 +51,9 @@ typedef struct symmpin_agree_ops {
   void (*gave_up)(void *ctx, uint32_t round);
 } symmpin_agree_ops;
 
+/* SYMMPIN_TIMEOUT_MS when unset: the longest wait for a peer's post. */
+#define SYMMPIN_AGREE_TIMEOUT_MS_DEFAULT 10000
+
 typedef struct symmpin_agree_params {
   symmpin_comm_key key; /* names the board */
   int comm;             /* communicator ordinal (records, plans, logs) */

@@ -9,9 +9,14 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "planner/warmup.h"
+#include "preload/agree.h"
 
 static const char *const debug_levels[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
-static const char *const planners[] = {"shared", "dedicated", NULL};
+
+/* Defaults come from the modules that own them, written as a user would write them. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 #define OFF(field) offsetof(symmpin_config, field)
 
@@ -36,25 +41,24 @@ static const symmpin_config_var vars[] = {
     {"SYMMPIN_STATS_FILE", SYMMPIN_CONFIG_STRING, "",
      "write the statistics as JSON to this file pattern at exit (%r, %p, %h as for SYMMPIN_TRACE)",
      OFF(stats_file), 0, 0, NULL},
-    /* Defaults shared with symmpin-replay (planner/warmup.h, planner/replay.h); a test checks. */
-    {"SYMMPIN_WARMUP", SYMMPIN_CONFIG_UINT, "64",
+    {"SYMMPIN_WARMUP", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_WARMUP_DEFAULT),
      "longest warm-up: all-reduce calls per communicator recorded before the first plan (it ends "
      "earlier once the sequence of calls repeats; docs/planner.md)",
-     OFF(warmup), 1, 16384, NULL},
-    {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, "2M",
+     OFF(warmup), 1, SYMMPIN_WARMUP_MAX, NULL},
+    {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB) "M",
      "largest all-reduce (bytes) symmpin takes; larger ones go to NCCL", OFF(max_bytes), 0,
      (uint64_t)1 << 40, NULL},
     {"SYMMPIN_PLANNER", SYMMPIN_CONFIG_CHOICE, "shared",
      "slot planner: shared (sites that never overlap share slots) or dedicated (one slot per "
      "site)",
-     OFF(planner), 0, 0, planners},
-    {"SYMMPIN_TIMEOUT_MS", SYMMPIN_CONFIG_UINT, "10000",
+     OFF(planner), 0, 0, symmpin_plan_mode_names},
+    {"SYMMPIN_TIMEOUT_MS", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_AGREE_TIMEOUT_MS_DEFAULT),
      "longest wait for peers during agreement and in kernels' barriers, in milliseconds",
      OFF(timeout_ms), 1, 3600000, NULL},
-    {"SYMMPIN_STACK_DEPTH", SYMMPIN_CONFIG_UINT, "1",
+    {"SYMMPIN_STACK_DEPTH", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_STACK_DEPTH_DEFAULT),
      "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
      "docs/callsite.md)",
-     OFF(stack_depth), 1, 32, NULL},
+     OFF(stack_depth), 1, SYMMPIN_STACK_DEPTH_MAX, NULL},
 };
 
 const symmpin_config_var *symmpin_config_vars(size_t *n) {
@@ -155,9 +159,10 @@ static bool set_value(const symmpin_config_var *v, const char *text, symmpin_con
       *(uint64_t *)field = u;
     return true;
   }
-  case SYMMPIN_CONFIG_CHOICE: {
+  case SYMMPIN_CONFIG_CHOICE: { /* stored in an int-sized enum field */
     int i;
     if (!choice_index(text, v->choices, &i)) return false;
+    _Static_assert(sizeof(symmpin_plan_mode) == sizeof(int), "CHOICE fields are int-sized");
     *(int *)field = i;
     return true;
   }
@@ -223,4 +228,9 @@ static void process_read(void) {
 const symmpin_config *symmpin_config_get(void) {
   pthread_once(&process_once, process_read);
   return &process_config;
+}
+
+void symmpin_config_set_for_tests(const symmpin_config *cfg) {
+  pthread_once(&process_once, process_read); /* so that a later first use cannot overwrite it */
+  process_config = *cfg;
 }

@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/plan.h"
+
 #define SYMMPIN_CONFIG_PATH_MAX 512
 
-typedef enum symmpin_planner_kind {
-  SYMMPIN_PLANNER_SHARED = 0,    /* sites whose calls never overlap share slots */
-  SYMMPIN_PLANNER_DEDICATED = 1, /* one slot per site */
-} symmpin_planner_kind;
+/* SYMMPIN_STACK_DEPTH: return addresses hashed into a call-site id (interpose/callsite.h). The
+ * setting is the configuration's; the hashing is interpose's, which includes this header. */
+#define SYMMPIN_STACK_DEPTH_DEFAULT 1
+#define SYMMPIN_STACK_DEPTH_MAX 32
 
 typedef struct symmpin_config {
   bool disable;                              /* SYMMPIN_DISABLE */
@@ -25,7 +27,7 @@ typedef struct symmpin_config {
   char stats_file[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_STATS_FILE, "" = none */
   uint64_t warmup;                           /* SYMMPIN_WARMUP: all-reduce calls per comm */
   uint64_t max_bytes;                        /* SYMMPIN_MAX_BYTES */
-  int planner;                               /* SYMMPIN_PLANNER: symmpin_planner_kind */
+  symmpin_plan_mode planner;                 /* SYMMPIN_PLANNER */
   uint64_t timeout_ms;                       /* SYMMPIN_TIMEOUT_MS */
   int stack_depth;                           /* SYMMPIN_STACK_DEPTH */
 } symmpin_config;
@@ -61,8 +63,12 @@ bool symmpin_config_parse_size(const char *s, uint64_t *out);
 void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *arg,
                          symmpin_config *out);
 
-/* The process's configuration, read from the environment on first use (thread-safe); also
- * applies SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE to the logger before anything is logged. */
+/* The configuration in force: the ONE source every module reads. Read from the environment on
+ * first use (thread-safe), which also applies SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE to the logger
+ * before anything is logged. */
 const symmpin_config *symmpin_config_get(void);
+
+/* Tests only: put `cfg` in force instead of the environment (before the threads that read it). */
+void symmpin_config_set_for_tests(const symmpin_config *cfg);
 
 #endif

@@ -7,6 +7,7 @@
 #include "preload/engine.h"
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -15,6 +16,7 @@
 #include "kernels/oneshot.h"
 #include "preload/agree.h"
 #include "preload/config.h"
+#include "preload/host.h"
 #include "preload/stats.h"
 #include "symmem/pool.h"
 
@@ -118,10 +120,7 @@ static symmpin_status op_attach(void *ctx, const void *const exports[], const sy
   enum cudaStreamCaptureMode mode = capture_mode_relax();
   symmpin_status st = symmpin_pool_attach(e->pool, exports);
   capture_mode_restore(mode);
-  if (st != SYMMPIN_OK) {
-    SYMMPIN_WARN("comm %d rank %d: mapping the peers' pools failed", c->ordinal, c->rank);
-    return st;
-  }
+  if (st != SYMMPIN_OK) return st; /* symmem logged why (no P2P is INFO, a failure WARN) */
   /* Every slot must lie inside one chunk (peers' chunks are separate mappings). The chunks follow
    * the plans' pool sizes, the same on every rank, so every rank reaches the same answer. */
   for (size_t i = 0; i < plan->nsites; i++) {
@@ -145,9 +144,20 @@ static void engine_off(symmpin_comm *c, struct symmpin_engine_comm *e, symmpin_r
                c->rank, c->nranks, what);
 }
 
+/* The pools allocate through the real cudaMalloc/cudaFree that interpose/ resolved (by name they
+ * would bind to libsymmpin's own exported wrappers). */
+static void pool_allocator_once(void) {
+  const symmpin_host *h = symmpin_host_table();
+  if (!h->device_alloc || !h->device_free) return; /* not preloaded: the runtime's, by name */
+  symmpin_device_allocator a = {.alloc = h->device_alloc, .free = h->device_free};
+  symmpin_pool_set_allocator(&a);
+}
+
 /* Engine state for c on its first all-reduce. A failure leaves a state without agreement (off). */
 static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (c->engine) return c->engine;
+  static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
+  pthread_once(&allocator_once, pool_allocator_once);
   struct symmpin_engine_comm *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   c->engine = e;

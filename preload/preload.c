@@ -8,24 +8,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "interpose/callsite.h"
-#include "interpose/guard.h"
 #include "common/log.h"
 #include "common/path.h"
-#include "interpose/query.h"
 #include "planner/site.h"
 #include "planner/trace.h"
 #include "preload/comm.h"
 #include "preload/config.h"
 #include "preload/engine.h"
 #include "preload/events.h"
+#include "preload/host.h"
 #include "preload/preload.h"
 #include "preload/stats.h"
 #include "preload/tracefile.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Atomic int enabled = -1; /* -1 before initialisation */
-static symmpin_config active; /* the configuration in force (a copy: tests may install theirs) */
 static bool stats_on;
 static symmpin_allocmap *allocs;
 static _Atomic int exited;
@@ -64,16 +61,12 @@ static void note_rank(int rank) {
 }
 
 static void init_from(const symmpin_config *cfg) {
-  active = *cfg;
-  cfg = &active;
   if (cfg->disable) {
     SYMMPIN_INFO("disabled (SYMMPIN_DISABLE): pure pass-through");
     atomic_store(&enabled, 0);
     return;
   }
-  symmpin_callsite_set_depth(cfg->stack_depth);
-  allocs = symmpin_allocmap_create();
-  if (!allocs) SYMMPIN_WARN("no allocation map: buffers will be reported as unknown");
+  allocs = symmpin_allocmap_create(); /* NULL (logged there): buffers are reported as unknown */
   stats_on = cfg->stats || cfg->stats_file[0];
   if (cfg->trace[0]) (void)symmpin_tracefile_start(cfg->trace, 0);
   atomic_store(&enabled, 1);
@@ -91,7 +84,8 @@ void symmpin_preload_test_init(const symmpin_config *cfg) {
   atomic_store(&first_rank, -1);
   atomic_store(&exited, 0);
   group_depth = 0;
-  init_from(cfg);
+  symmpin_config_set_for_tests(cfg);
+  init_from(symmpin_config_get());
 }
 
 bool symmpin_events_enabled(void) {
@@ -121,7 +115,7 @@ void symmpin_event_alloc(symmpin_alloc_kind kind, void *ptr, size_t size, void *
   uint64_t id = 0;
   int dev = -1;
   if (rc == 0 && ptr && size) {
-    dev = symmpin_query_device();
+    dev = symmpin_host_device();
     if (allocs)
       (void)symmpin_allocmap_insert(allocs, (uintptr_t)ptr, size, (int)kind, dev, stack, &id);
   }
@@ -129,7 +123,7 @@ void symmpin_event_alloc(symmpin_alloc_kind kind, void *ptr, size_t size, void *
     symmpin_trace_event ev;
     symmpin_tracefile_event_init(&ev, alloc_calls[kind]);
     ev.rc = rc;
-    ev.device = dev >= 0 ? dev : symmpin_query_device();
+    ev.device = dev >= 0 ? dev : symmpin_host_device();
     ev.ptr = (uintptr_t)ptr;
     ev.size = size;
     ev.alloc = id;
@@ -154,7 +148,7 @@ void symmpin_event_free_result(symmpin_alloc_kind kind, void *ptr, int rc) {
   symmpin_trace_event ev;
   symmpin_tracefile_event_init(&ev, free_calls[kind]);
   ev.rc = rc;
-  ev.device = symmpin_query_device();
+  ev.device = symmpin_host_device();
   ev.ptr = (uintptr_t)ptr;
   ev.alloc = pending_free_id;
   symmpin_tracefile_add(&ev);
@@ -302,7 +296,7 @@ static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_p
   symmpin_trace_event ev;
   symmpin_tracefile_event_init(&ev, SYMMPIN_TRACE_ALL_REDUCE);
   ev.rc = rc;
-  ev.device = cm ? cm->device : symmpin_query_device();
+  ev.device = cm ? cm->device : symmpin_host_device();
   ev.comm = cm ? cm->ordinal : -1;
   ev.rank = cm ? cm->rank : -1;
   ev.nranks = cm ? cm->nranks : 0;
@@ -349,7 +343,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   buffer_of(c->send, &p->ec.send_alloc, &p->send_off);
   buffer_of(c->recv, &p->ec.recv_alloc, &p->recv_off);
   /* Unknown counts as capturing: the engine then does nothing that capture would forbid. */
-  p->ec.capturing = symmpin_query_capturing(c->stream) != 0;
+  p->ec.capturing = symmpin_host_capturing(c->stream) != 0;
   if (!cm) {
     p->ec.site = symmpin_site_id(c->stack, -1, c->count, c->dtype, c->op);
     p->reason = SYMMPIN_REASON_COMM;
@@ -361,7 +355,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   if (cm->rank < 0 || cm->nranks < 0) {
     /* Splits and non-blocking inits: ask NCCL now; ncclInProgress means ask again next time. */
     int r, n;
-    if (symmpin_query_comm(cm->handle, &r, &n) == 0) {
+    if (symmpin_host_comm_rank(cm->handle, &r, &n) == 0) {
       cm->rank = r;
       cm->nranks = n;
       symmpin_stats_comm_set_rank(cm->stats, r, n);
@@ -421,15 +415,11 @@ static void stats_report(const symmpin_config *cfg) {
 
 void symmpin_preload_exit(void) {
   if (atomic_load(&enabled) <= 0 || atomic_exchange(&exited, 1)) return;
-  symmpin_guard_enter();
   symmpin_comm_for_each(release_one, NULL);
   symmpin_tracefile_stop();
-  stats_report(&active);
-  symmpin_guard_leave();
+  stats_report(symmpin_config_get());
 }
 
 __attribute__((constructor)) static void symmpin_preload_constructor(void) {
   (void)symmpin_events_enabled();
 }
-
-__attribute__((destructor)) static void symmpin_preload_destructor(void) { symmpin_preload_exit(); }

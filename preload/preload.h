@@ -10,8 +10,9 @@
 symmpin_allocmap *symmpin_preload_allocmap(void);
 /* The calling thread's ncclGroupStart/End depth. */
 int symmpin_preload_group_depth(void);
-/* What the library's destructor does: release every communicator's engine state, close the
- * trace, print/write statistics. Idempotent. */
+/* What the library's destructor does (interpose/ calls it with the re-entrancy guard set, so
+ * symmpin's own CUDA calls are not the program's): release every communicator's engine state,
+ * close the trace, print/write statistics. Idempotent. */
 void symmpin_preload_exit(void);
 
 /* Tests only: finish the current state (as at exit), forget every communicator and statistic,

@@ -3,10 +3,13 @@
 #include "preload/engine.h"
 
 static const char *const names[SYMMPIN_REASON_COUNT] = {
-    "none", "disabled", "warmup", "too_large", "type_op", "comm", "disagree", "capture",
-    "stream", "error",
+    [SYMMPIN_REASON_NONE] = "none",         [SYMMPIN_REASON_WARMUP] = "warmup",
+    [SYMMPIN_REASON_TOO_LARGE] = "too_large", [SYMMPIN_REASON_TYPE_OP] = "type_op",
+    [SYMMPIN_REASON_COMM] = "comm",         [SYMMPIN_REASON_DISAGREE] = "disagree",
+    [SYMMPIN_REASON_CAPTURE] = "capture",   [SYMMPIN_REASON_STREAM] = "stream",
+    [SYMMPIN_REASON_ERROR] = "error",
 };
 
 const char *symmpin_reason_name(symmpin_reason r) {
-  return (unsigned)r < SYMMPIN_REASON_COUNT ? names[r] : "?";
+  return (unsigned)r < SYMMPIN_REASON_COUNT && names[r] ? names[r] : "?";
 }

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
+
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "board words must be lock-free to work across processes");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "board words must be lock-free to work across processes");
 
@@ -112,7 +114,8 @@ static void board_unlink_once(symmpin_board *b) {
   uint32_t expected = 0;
   if (atomic_compare_exchange_strong(&b->hdr->unlinked, &expected, 1u)) {
     if (shm_unlink(b->name) != 0 && errno != ENOENT)
-      fprintf(stderr, "symmpin: board %s: shm_unlink failed: %s\n", b->name, strerror(errno));
+      SYMMPIN_WARN("board %s: shm_unlink failed: %s (the name stays in /dev/shm)", b->name,
+                   strerror(errno));
   }
 }
 
@@ -142,7 +145,7 @@ static symmpin_status board_shm_open(const char *name, int *fd_out, bool *creato
     }
     board_backoff(&iter);
   }
-  fprintf(stderr, "symmpin: board %s: shm_open failed: %s\n", name, strerror(errno));
+  SYMMPIN_WARN("board %s: shm_open failed: %s", name, strerror(errno));
   return SYMMPIN_ERR_IO;
 }
 
@@ -154,18 +157,17 @@ static symmpin_status board_wait_size(int fd, const char *name, size_t total) {
   for (;;) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
-      fprintf(stderr, "symmpin: board %s: fstat failed: %s\n", name, strerror(errno));
+      SYMMPIN_WARN("board %s: fstat failed: %s", name, strerror(errno));
       return SYMMPIN_ERR_IO;
     }
     if ((size_t)st.st_size == total) return SYMMPIN_OK;
     if (st.st_size != 0) {
-      fprintf(stderr, "symmpin: board %s: size %lld, expected %zu (rank counts differ)\n", name,
-              (long long)st.st_size, total);
+      SYMMPIN_WARN("board %s: size %lld, expected %zu (rank counts differ)", name,
+                   (long long)st.st_size, total);
       return SYMMPIN_ERR_DISAGREE;
     }
     if (board_now_ms() > deadline) {
-      fprintf(stderr, "symmpin: board %s: creator did not size it within %u ms\n", name,
-              BOARD_OPEN_WAIT_MS);
+      SYMMPIN_WARN("board %s: creator did not size it within %u ms", name, BOARD_OPEN_WAIT_MS);
       return SYMMPIN_ERR_TIMEOUT;
     }
     board_backoff(&iter);
@@ -177,8 +179,8 @@ static symmpin_status board_wait_magic(struct board_hdr *h, const char *name) {
   unsigned iter = 0;
   while (atomic_load_explicit(&h->magic, memory_order_acquire) != BOARD_MAGIC) {
     if (board_now_ms() > deadline) {
-      fprintf(stderr, "symmpin: board %s: creator did not initialize it within %u ms\n", name,
-              BOARD_OPEN_WAIT_MS);
+      SYMMPIN_WARN("board %s: creator did not initialize it within %u ms", name,
+                   BOARD_OPEN_WAIT_MS);
       return SYMMPIN_ERR_TIMEOUT;
     }
     board_backoff(&iter);
@@ -188,17 +190,18 @@ static symmpin_status board_wait_magic(struct board_hdr *h, const char *name) {
 
 symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, symmpin_board **out) {
   if (!out || nranks < 1 || rank < 0 || rank >= nranks) {
-    fprintf(stderr, "symmpin: board_open: bad rank %d of %d\n", rank, nranks);
+    SYMMPIN_WARN("board_open: bad rank %d of %d%s", rank, nranks,
+                 out ? "" : " (no output pointer)");
     return SYMMPIN_ERR_INVALID;
   }
   if (nranks > BOARD_MAX_RANKS) {
-    fprintf(stderr, "symmpin: board_open: %d ranks is more than one host holds (max %d)\n", nranks,
-            BOARD_MAX_RANKS);
+    SYMMPIN_INFO("board_open: rank %d: %d ranks are more than one host holds (max %d)", rank,
+                 nranks, BOARD_MAX_RANKS);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   symmpin_board *b = calloc(1, sizeof(*b));
   if (!b) {
-    fprintf(stderr, "symmpin: board_open: out of memory\n");
+    SYMMPIN_WARN("board_open: out of memory (rank %d of %d)", rank, nranks);
     return SYMMPIN_ERR_NOMEM;
   }
   b->rank = rank;
@@ -213,8 +216,7 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
 
   if (creator) {
     if (ftruncate(fd, (off_t)b->map_bytes) != 0) {
-      fprintf(stderr, "symmpin: board %s: ftruncate(%zu) failed: %s\n", b->name, b->map_bytes,
-              strerror(errno));
+      SYMMPIN_WARN("board %s: ftruncate(%zu) failed: %s", b->name, b->map_bytes, strerror(errno));
       st = SYMMPIN_ERR_IO;
       shm_unlink(b->name); /* nobody can use a board of the wrong size */
       goto fail_fd;
@@ -226,8 +228,7 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
 
   void *map = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {
-    fprintf(stderr, "symmpin: board %s: mmap(%zu) failed: %s\n", b->name, b->map_bytes,
-            strerror(errno));
+    SYMMPIN_WARN("board %s: mmap(%zu) failed: %s", b->name, b->map_bytes, strerror(errno));
     st = SYMMPIN_ERR_IO;
     if (creator) shm_unlink(b->name);
     goto fail_fd;
@@ -251,8 +252,7 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
     if (st != SYMMPIN_OK) goto fail_map;
     if (b->hdr->key_hi != key.hi || b->hdr->key_lo != key.lo ||
         b->hdr->nranks != (uint64_t)nranks || b->hdr->blob_max != SYMMPIN_BOARD_BLOB_MAX) {
-      fprintf(stderr, "symmpin: board %s: header does not match (key, %d ranks)\n", b->name,
-              nranks);
+      SYMMPIN_WARN("board %s: header does not match (key, %d ranks)", b->name, nranks);
       st = SYMMPIN_ERR_DISAGREE;
       goto fail_map;
     }
@@ -261,7 +261,7 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
   if (atomic_exchange(&b->ranks[rank].attached, 1u) != 0) {
     /* Two opens for one rank mean two communicators derived the same key: sharing a board
      * would mix their agreements. */
-    fprintf(stderr, "symmpin: board %s: rank %d attached twice\n", b->name, rank);
+    SYMMPIN_WARN("board %s: rank %d attached twice", b->name, rank);
     st = SYMMPIN_ERR_INVALID;
     goto fail_map;
   }
@@ -291,14 +291,14 @@ void symmpin_board_close(symmpin_board *b) {
 symmpin_status symmpin_board_post(symmpin_board *b, uint32_t round, const void *blob, size_t bytes,
                                   uint64_t tid) {
   if (!b || round == 0 || bytes > SYMMPIN_BOARD_BLOB_MAX || (bytes && !blob)) {
-    fprintf(stderr, "symmpin: board_post: bad argument (round %u, %zu bytes)\n", round, bytes);
+    SYMMPIN_WARN("board_post: bad argument (%s, round %u, %zu bytes%s)", b ? b->name : "NULL board",
+                 round, bytes, bytes && !blob ? ", NULL blob" : "");
     return SYMMPIN_ERR_INVALID;
   }
   struct board_rank *me = &b->ranks[b->rank];
   uint32_t last = atomic_load_explicit(&me->last_round, memory_order_relaxed);
   if (round <= last) {
-    fprintf(stderr, "symmpin: board %s: rank %d posts round %u after round %u\n", b->name, b->rank,
-            round, last);
+    SYMMPIN_WARN("board %s: rank %d posts round %u after round %u", b->name, b->rank, round, last);
     return SYMMPIN_ERR_INVALID;
   }
   unsigned parity = round & 1u;
@@ -327,7 +327,7 @@ bool symmpin_board_round_complete(symmpin_board *b, uint32_t round) {
 symmpin_status symmpin_board_wait(symmpin_board *b, uint32_t round, unsigned timeout_ms,
                                   uint64_t my_tid, int *missing) {
   if (!b || round == 0) {
-    fprintf(stderr, "symmpin: board_wait: bad argument (round %u)\n", round);
+    SYMMPIN_WARN("board_wait: bad argument (%s, round %u)", b ? b->name : "NULL board", round);
     return SYMMPIN_ERR_INVALID;
   }
   uint64_t deadline = board_now_ms() + timeout_ms;
@@ -373,8 +373,8 @@ static symmpin_verdict board_verdict_of(uint64_t w, uint32_t round, bool *evicte
 
 symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_verdict proposal) {
   if (!b || round == 0 || (proposal != SYMMPIN_VERDICT_GO && proposal != SYMMPIN_VERDICT_FAIL)) {
-    fprintf(stderr, "symmpin: board_decide: bad argument (round %u, proposal %d)\n", round,
-            (int)proposal);
+    SYMMPIN_WARN("board_decide: bad argument (%s, round %u, proposal %d)",
+                 b ? b->name : "NULL board", round, (int)proposal);
     return SYMMPIN_VERDICT_FAIL;
   }
   _Atomic uint64_t *slot = &b->hdr->verdicts[round % BOARD_VERDICT_SLOTS];
@@ -384,8 +384,7 @@ symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_v
     symmpin_verdict v = board_verdict_of(w, round, &evicted);
     if (v != SYMMPIN_VERDICT_NONE) return v;
     if (evicted) {
-      fprintf(stderr, "symmpin: board %s: round %u decided after its verdict slot was reused\n",
-              b->name, round);
+      SYMMPIN_WARN("board %s: round %u decided after its verdict slot was reused", b->name, round);
       return SYMMPIN_VERDICT_FAIL;
     }
     uint64_t mine = ((uint64_t)round << 32) | (uint64_t)proposal;

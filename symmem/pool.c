@@ -1,6 +1,11 @@
 /* Symmetric pools (pool.h): chunks of cudaMalloc'd device memory, exported with CUDA IPC handles,
  * mapped by every rank of the communicator at the same offsets.
  *
+ * Chunks are allocated and freed only through the pool's device allocator (pool.h), never by
+ * calling cudaMalloc/cudaFree by name when one is set: inside libsymmpin.so those names bind to
+ * the library's own exported wrappers. No other function this file calls is one the library
+ * exports (preload/symmpin.map).
+ *
  * Every CUDA call runs on the pool's device (the caller's current device is restored) and with the
  * thread's stream-capture mode exchanged to relaxed: another thread of the program may be capturing
  * a CUDA graph in global mode, and symmpin's own allocation must neither fail nor invalidate it.
@@ -17,6 +22,8 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/log.h"
 
 #define POOL_RECORD_MAGIC 0x53504f31u /* "SPO1": pool record, layout 1 */
 #define POOL_MAX_DEVICES 64
@@ -46,6 +53,7 @@ typedef struct pool_chunk {
 
 struct symmpin_pool {
   int rank, nranks, device;
+  symmpin_device_allocator alloc; /* the process's allocator when the pool was created */
   size_t size; /* agreed size: sum of attached chunks */
   pool_chunk *chunks;
   int nchunks, cap;
@@ -54,6 +62,40 @@ struct symmpin_pool {
   size_t announced;   /* bytes the last reserve exported (0: an empty record) */
   bool unmapped;      /* unmap_peers() ran: only own chunks remain */
 };
+
+/* ---- device allocator ----------------------------------------------------------------------- */
+
+static pthread_mutex_t pool_allocator_lock = PTHREAD_MUTEX_INITIALIZER;
+static symmpin_device_allocator pool_allocator; /* {NULL, NULL}: cudaMalloc/cudaFree by name */
+
+void symmpin_pool_set_allocator(const symmpin_device_allocator *a) {
+  if (a && (!a->alloc || !a->free)) {
+    SYMMPIN_WARN("pool: a device allocator without its %s function is refused; keeping the current "
+                 "one", a->alloc ? "free" : "alloc");
+    return;
+  }
+  pthread_mutex_lock(&pool_allocator_lock);
+  if (a)
+    pool_allocator = *a;
+  else
+    memset(&pool_allocator, 0, sizeof(pool_allocator));
+  pthread_mutex_unlock(&pool_allocator_lock);
+}
+
+static symmpin_device_allocator pool_allocator_now(void) {
+  pthread_mutex_lock(&pool_allocator_lock);
+  symmpin_device_allocator a = pool_allocator;
+  pthread_mutex_unlock(&pool_allocator_lock);
+  return a;
+}
+
+static cudaError_t pool_dev_alloc(const symmpin_pool *p, void **ptr, size_t bytes) {
+  return p->alloc.alloc ? (cudaError_t)p->alloc.alloc(ptr, bytes) : cudaMalloc(ptr, bytes);
+}
+
+static cudaError_t pool_dev_free(const symmpin_pool *p, void *ptr) {
+  return p->alloc.free ? (cudaError_t)p->alloc.free(ptr) : cudaFree(ptr);
+}
 
 /* ---- process identity ------------------------------------------------------------------- */
 
@@ -90,7 +132,7 @@ static symmpin_status pool_uuid_table(int *count, const uint8_t (**uuids)[16]) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-      fprintf(stderr, "symmpin: pool: cudaGetDeviceCount failed: %s\n", cudaGetErrorString(e));
+      SYMMPIN_WARN("pool: cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
       (void)cudaGetLastError();
       st = SYMMPIN_ERR_CUDA;
       goto out;
@@ -100,8 +142,7 @@ static symmpin_status pool_uuid_table(int *count, const uint8_t (**uuids)[16]) {
       struct cudaDeviceProp prop;
       e = cudaGetDeviceProperties(&prop, d);
       if (e != cudaSuccess) {
-        fprintf(stderr, "symmpin: pool: cudaGetDeviceProperties(%d) failed: %s\n", d,
-                cudaGetErrorString(e));
+        SYMMPIN_WARN("pool: cudaGetDeviceProperties(%d) failed: %s", d, cudaGetErrorString(e));
         (void)cudaGetLastError();
         st = SYMMPIN_ERR_CUDA;
         goto out;
@@ -137,13 +178,13 @@ typedef struct pool_scope {
   enum cudaStreamCaptureMode prev_mode;
 } pool_scope;
 
-static symmpin_status pool_scope_enter(int device, pool_scope *s) {
+static symmpin_status pool_scope_enter(const symmpin_pool *p, pool_scope *s) {
   cudaError_t e = cudaGetDevice(&s->prev_device);
-  if (e == cudaSuccess && s->prev_device != device) e = cudaSetDevice(device);
+  if (e == cudaSuccess && s->prev_device != p->device) e = cudaSetDevice(p->device);
   if (e != cudaSuccess) {
     if (!pool_runtime_gone(e))
-      fprintf(stderr, "symmpin: pool: cannot make device %d current: %s\n", device,
-              cudaGetErrorString(e));
+      SYMMPIN_WARN("pool of rank %d: cannot make device %d current: %s", p->rank, p->device,
+                   cudaGetErrorString(e));
     (void)cudaGetLastError();
     return SYMMPIN_ERR_CUDA;
   }
@@ -152,17 +193,20 @@ static symmpin_status pool_scope_enter(int device, pool_scope *s) {
   return SYMMPIN_OK;
 }
 
-static void pool_scope_leave(int device, pool_scope *s) {
+static void pool_scope_leave(const symmpin_pool *p, pool_scope *s) {
   (void)cudaThreadExchangeStreamCaptureMode(&s->prev_mode);
-  if (s->prev_device != device) (void)cudaSetDevice(s->prev_device);
+  if (s->prev_device != p->device) (void)cudaSetDevice(s->prev_device);
 }
 
-/* Logs a failed CUDA call where it happened and clears the (non-sticky) error so that the
- * program's next cudaGetLastError does not see symmpin's failure. */
-static bool pool_cuda_ok(cudaError_t e, const char *what, int device) {
+/* Logs a failed CUDA call where it happened (the caller's line) and clears the (non-sticky) error
+ * so that the program's next cudaGetLastError does not see symmpin's failure. */
+#define pool_cuda_ok(p, e, what) pool_cuda_check((p), (e), (what), __LINE__)
+static bool pool_cuda_check(const symmpin_pool *p, cudaError_t e, const char *what, int line) {
   if (e == cudaSuccess) return true;
-  fprintf(stderr, "symmpin: pool: %s on device %d failed: %s\n", what, device,
-          cudaGetErrorString(e));
+  if (SYMMPIN_LOG_ON(SYMMPIN_LOG_WARN))
+    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, line,
+                      "pool of rank %d: %s on device %d failed: %s", p->rank, what, p->device,
+                      cudaGetErrorString(e));
   (void)cudaGetLastError();
   return false;
 }
@@ -171,17 +215,19 @@ static bool pool_cuda_ok(cudaError_t e, const char *what, int device) {
 
 symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out) {
   if (!out || nranks < 1 || rank < 0 || rank >= nranks || device < 0) {
-    fprintf(stderr, "symmpin: pool_create: bad rank %d of %d or device %d\n", rank, nranks, device);
+    SYMMPIN_WARN("pool_create: bad rank %d of %d or device %d%s", rank, nranks, device,
+                 out ? "" : " (no output pointer)");
     return SYMMPIN_ERR_INVALID;
   }
   symmpin_pool *p = calloc(1, sizeof(*p));
   if (!p) {
-    fprintf(stderr, "symmpin: pool_create: out of memory\n");
+    SYMMPIN_WARN("pool_create: out of memory (rank %d of %d)", rank, nranks);
     return SYMMPIN_ERR_NOMEM;
   }
   p->rank = rank;
   p->nranks = nranks;
   p->device = device;
+  p->alloc = pool_allocator_now();
   *out = p;
   return SYMMPIN_OK;
 }
@@ -190,7 +236,7 @@ symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_poo
 static void pool_chunk_unmap(symmpin_pool *p, pool_chunk *c) {
   for (int r = 0; r < p->nranks; r++) {
     if (c->ipc && c->ipc[r]) {
-      pool_cuda_ok(cudaIpcCloseMemHandle(c->peer[r]), "cudaIpcCloseMemHandle", p->device);
+      pool_cuda_ok(p, cudaIpcCloseMemHandle(c->peer[r]), "cudaIpcCloseMemHandle");
       c->ipc[r] = 0;
     }
     if (c->peer && r != p->rank) c->peer[r] = NULL;
@@ -199,24 +245,24 @@ static void pool_chunk_unmap(symmpin_pool *p, pool_chunk *c) {
 
 symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p) {
   if (!p) {
-    fprintf(stderr, "symmpin: pool_unmap_peers: bad argument\n");
+    SYMMPIN_WARN("pool_unmap_peers: NULL pool");
     return SYMMPIN_ERR_INVALID;
   }
   if (p->unmapped) return SYMMPIN_OK;
   symmpin_status st = SYMMPIN_OK;
   if (p->nchunks > 0) {
     pool_scope s;
-    st = pool_scope_enter(p->device, &s);
+    st = pool_scope_enter(p, &s);
     if (st != SYMMPIN_OK) return st;
     /* Our kernels that read or write peers' chunks must be done before the mappings go. */
     cudaError_t e = cudaDeviceSynchronize();
     if (pool_runtime_gone(e)) {
       (void)cudaGetLastError();
     } else {
-      if (!pool_cuda_ok(e, "cudaDeviceSynchronize", p->device)) st = SYMMPIN_ERR_CUDA;
+      if (!pool_cuda_ok(p, e, "cudaDeviceSynchronize")) st = SYMMPIN_ERR_CUDA;
       for (int i = 0; i < p->nchunks; i++) pool_chunk_unmap(p, &p->chunks[i]);
     }
-    pool_scope_leave(p->device, &s);
+    pool_scope_leave(p, &s);
   }
   p->unmapped = true;
   return st;
@@ -233,22 +279,23 @@ void symmpin_pool_destroy(symmpin_pool *p) {
   if (!p) return;
   if (p->nchunks > 0 || p->has_pending) {
     pool_scope s;
-    if (pool_scope_enter(p->device, &s) == SYMMPIN_OK) {
+    if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
       /* Our own queued work must finish before its memory goes; peers' use of our chunks is
        * the caller's barrier (see unmap_peers). */
       cudaError_t e = cudaDeviceSynchronize();
       if (!pool_runtime_gone(e)) {
-        pool_cuda_ok(e, "cudaDeviceSynchronize", p->device);
+        pool_cuda_ok(p, e, "cudaDeviceSynchronize");
         for (int i = 0; i < p->nchunks; i++) {
           pool_chunk_unmap(p, &p->chunks[i]);
-          pool_cuda_ok(cudaFree(p->chunks[i].local), "cudaFree", p->device);
+          pool_cuda_ok(p, pool_dev_free(p, p->chunks[i].local), "freeing a chunk");
         }
-        if (p->has_pending) pool_cuda_ok(cudaFree(p->pending.local), "cudaFree", p->device);
+        if (p->has_pending)
+          pool_cuda_ok(p, pool_dev_free(p, p->pending.local), "freeing the reserved chunk");
       } else {
         /* At process exit the runtime is already gone and takes every mapping with it. */
         (void)cudaGetLastError();
       }
-      pool_scope_leave(p->device, &s);
+      pool_scope_leave(p, &s);
     }
   }
   for (int i = 0; i < p->nchunks; i++) pool_chunk_free_host(&p->chunks[i]);
@@ -279,7 +326,7 @@ static symmpin_status pool_own_uuid(int device, uint8_t uuid[16]) {
   symmpin_status st = pool_uuid_table(&count, &uuids);
   if (st != SYMMPIN_OK) return st;
   if (device >= count) {
-    fprintf(stderr, "symmpin: pool: device %d not among the %d visible devices\n", device, count);
+    SYMMPIN_WARN("pool: device %d is not among the %d devices this process sees", device, count);
     return SYMMPIN_ERR_INVALID;
   }
   memcpy(uuid, uuids[device], 16);
@@ -287,30 +334,34 @@ static symmpin_status pool_own_uuid(int device, uint8_t uuid[16]) {
 }
 
 /* Allocates and zeroes one chunk; kernels rely on zeroed flags in fresh slots. */
-static symmpin_status pool_chunk_alloc(int device, size_t bytes, void **out) {
+static symmpin_status pool_chunk_alloc(const symmpin_pool *p, size_t bytes, void **out) {
   void *ptr = NULL;
   cudaStream_t stream = NULL;
-  if (!pool_cuda_ok(cudaMalloc(&ptr, bytes), "cudaMalloc", device)) return SYMMPIN_ERR_CUDA;
-  if (!pool_cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                    "cudaStreamCreateWithFlags", device))
+  char what[64];
+  snprintf(what, sizeof(what), "allocating a %zu-byte chunk", bytes);
+  if (!pool_cuda_ok(p, pool_dev_alloc(p, &ptr, bytes), what)) return SYMMPIN_ERR_CUDA;
+  if (!pool_cuda_ok(p, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                    "cudaStreamCreateWithFlags"))
     goto fail_free;
-  if (!pool_cuda_ok(cudaMemsetAsync(ptr, 0, bytes, stream), "cudaMemsetAsync", device) ||
-      !pool_cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize", device))
+  if (!pool_cuda_ok(p, cudaMemsetAsync(ptr, 0, bytes, stream), "cudaMemsetAsync") ||
+      !pool_cuda_ok(p, cudaStreamSynchronize(stream), "cudaStreamSynchronize"))
     goto fail_stream;
-  pool_cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy", device);
+  pool_cuda_ok(p, cudaStreamDestroy(stream), "cudaStreamDestroy");
   *out = ptr;
   return SYMMPIN_OK;
 
 fail_stream:
-  cudaStreamDestroy(stream);
+  pool_cuda_ok(p, cudaStreamDestroy(stream), "cudaStreamDestroy");
 fail_free:
-  cudaFree(ptr);
+  pool_cuda_ok(p, pool_dev_free(p, ptr), "freeing a chunk that could not be zeroed");
   return SYMMPIN_ERR_CUDA;
 }
 
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec) {
   if (!p || !export_rec || p->unmapped) {
-    fprintf(stderr, "symmpin: pool_reserve: bad argument or pool being torn down\n");
+    SYMMPIN_WARN("pool_reserve: %s", !p            ? "NULL pool"
+                                     : !export_rec ? "NULL export record"
+                                                   : "its peers are unmapped (torn down)");
     return SYMMPIN_ERR_INVALID;
   }
   p->announced = 0; /* a failed reserve announces nothing */
@@ -329,26 +380,26 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
    * is rounded up (its tail is never addressed through the pool). */
   size_t want = bytes - p->size;
   if (want > SIZE_MAX - SYMMPIN_POOL_CHUNK_ALIGN) {
-    fprintf(stderr, "symmpin: pool_reserve: %zu bytes is too large\n", bytes);
+    SYMMPIN_WARN("pool_reserve: rank %d cannot grow to %zu bytes (too large)", p->rank, bytes);
     return SYMMPIN_ERR_INVALID;
   }
   size_t alloc = (want + SYMMPIN_POOL_CHUNK_ALIGN - 1) / SYMMPIN_POOL_CHUNK_ALIGN * SYMMPIN_POOL_CHUNK_ALIGN;
 
   pool_scope s;
-  st = pool_scope_enter(p->device, &s);
+  st = pool_scope_enter(p, &s);
   if (st != SYMMPIN_OK) return st;
   if (p->has_pending) {
     /* An earlier grow whose attach failed: peers may still map that chunk, so it is reused as it
      * is, never freed and replaced (freeing exported memory under a peer's mapping is undefined). */
     if (p->pending.bytes != want) {
-      fprintf(stderr, "symmpin: pool_reserve: rank %d has a %zu-byte chunk reserved, asked for %zu\n",
-              p->rank, p->pending.bytes, want);
+      SYMMPIN_WARN("pool_reserve: rank %d has a %zu-byte chunk reserved, asked for %zu", p->rank,
+                   p->pending.bytes, want);
       st = SYMMPIN_ERR_INVALID;
       goto out;
     }
   } else {
     void *ptr = NULL;
-    st = pool_chunk_alloc(p->device, alloc, &ptr);
+    st = pool_chunk_alloc(p, alloc, &ptr);
     if (st != SYMMPIN_OK) goto out;
     p->pending.offset = p->size;
     p->pending.bytes = want;
@@ -356,15 +407,14 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     p->has_pending = true;
   }
   pool_record_fill(p, &rec, &p->pending, uuid);
-  if (!pool_cuda_ok(cudaIpcGetMemHandle(&rec.handle, p->pending.local), "cudaIpcGetMemHandle",
-                    p->device)) {
+  if (!pool_cuda_ok(p, cudaIpcGetMemHandle(&rec.handle, p->pending.local), "cudaIpcGetMemHandle")) {
     st = SYMMPIN_ERR_CUDA;
     goto out;
   }
   memcpy(export_rec, &rec, sizeof(rec));
   p->announced = p->pending.bytes;
 out:
-  pool_scope_leave(p->device, &s);
+  pool_scope_leave(p, &s);
   return st;
 }
 
@@ -377,14 +427,14 @@ static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const
      * our device to theirs must be on. */
     if (rec->device != p->device) {
       if (!symmpin_pool_p2p_ok(p->device, rec->device)) {
-        fprintf(stderr, "symmpin: pool: device %d cannot access device %d (rank %d)\n", p->device,
-                rec->device, r);
+        SYMMPIN_INFO("pool of rank %d: device %d cannot access device %d of rank %d (no P2P)",
+                     p->rank, p->device, rec->device, r);
         return SYMMPIN_ERR_UNSUPPORTED;
       }
       cudaError_t e = cudaDeviceEnablePeerAccess(rec->device, 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) {
         (void)cudaGetLastError();
-      } else if (!pool_cuda_ok(e, "cudaDeviceEnablePeerAccess", p->device)) {
+      } else if (!pool_cuda_ok(p, e, "cudaDeviceEnablePeerAccess")) {
         return SYMMPIN_ERR_CUDA;
       }
     }
@@ -393,8 +443,8 @@ static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const
   }
   int dev = pool_uuid_to_device(rec->uuid, count, uuids);
   if (dev >= 0 && dev != p->device && !symmpin_pool_p2p_ok(p->device, dev)) {
-    fprintf(stderr, "symmpin: pool: device %d cannot access device %d (rank %d)\n", p->device, dev,
-            r);
+    SYMMPIN_INFO("pool of rank %d: device %d cannot access device %d of rank %d (no P2P)", p->rank,
+                 p->device, dev, r);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   /* The driver refcounts a handle opened twice in one context (two ranks of this process on the
@@ -402,8 +452,8 @@ static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const
   void *ptr = NULL;
   char what[64];
   snprintf(what, sizeof(what), "cudaIpcOpenMemHandle (rank %d)", r);
-  if (!pool_cuda_ok(cudaIpcOpenMemHandle(&ptr, rec->handle, cudaIpcMemLazyEnablePeerAccess), what,
-                    p->device))
+  if (!pool_cuda_ok(p, cudaIpcOpenMemHandle(&ptr, rec->handle, cudaIpcMemLazyEnablePeerAccess),
+                    what))
     return SYMMPIN_ERR_CUDA;
   c->peer[r] = ptr;
   c->ipc[r] = 1;
@@ -412,34 +462,35 @@ static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const
 
 symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[]) {
   if (!p || !records || p->unmapped) {
-    fprintf(stderr, "symmpin: pool_attach: bad argument or pool being torn down\n");
+    SYMMPIN_WARN("pool_attach: %s", !p         ? "NULL pool"
+                                    : !records ? "NULL records"
+                                               : "its peers are unmapped (torn down)");
     return SYMMPIN_ERR_INVALID;
   }
   size_t exp_bytes = p->has_pending ? p->announced : 0;
   pool_record *recs = calloc((size_t)p->nranks, sizeof(*recs));
   if (!recs) {
-    fprintf(stderr, "symmpin: pool_attach: out of memory\n");
+    SYMMPIN_WARN("pool_attach: rank %d: out of memory for %d records", p->rank, p->nranks);
     return SYMMPIN_ERR_NOMEM;
   }
   symmpin_status st = SYMMPIN_OK;
   for (int r = 0; r < p->nranks; r++) {
     if (r == p->rank) continue;
     if (!records[r]) {
-      fprintf(stderr, "symmpin: pool_attach: no record from rank %d\n", r);
+      SYMMPIN_WARN("pool_attach: rank %d got no record from rank %d", p->rank, r);
       st = SYMMPIN_ERR_INVALID;
       goto out_recs;
     }
     memcpy(&recs[r], records[r], sizeof(recs[r]));
     if (recs[r].magic != POOL_RECORD_MAGIC) {
-      fprintf(stderr, "symmpin: pool_attach: rank %d's record is not a pool record\n", r);
+      SYMMPIN_WARN("pool_attach: rank %d: rank %d's record is not a pool record", p->rank, r);
       st = SYMMPIN_ERR_INVALID;
       goto out_recs;
     }
     if (recs[r].offset != p->size || recs[r].bytes != exp_bytes) {
-      fprintf(stderr,
-              "symmpin: pool_attach: rank %d grows [%llu, +%llu), rank %d grows [%zu, +%zu)\n", r,
-              (unsigned long long)recs[r].offset, (unsigned long long)recs[r].bytes, p->rank,
-              p->size, exp_bytes);
+      SYMMPIN_WARN("pool_attach: rank %d grows [%llu, +%llu), rank %d grows [%zu, +%zu)", r,
+                   (unsigned long long)recs[r].offset, (unsigned long long)recs[r].bytes, p->rank,
+                   p->size, exp_bytes);
       st = SYMMPIN_ERR_DISAGREE;
       goto out_recs;
     }
@@ -450,7 +501,7 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
     int cap = p->cap ? p->cap * 2 : 4;
     pool_chunk *chunks = realloc(p->chunks, (size_t)cap * sizeof(*chunks));
     if (!chunks) {
-      fprintf(stderr, "symmpin: pool_attach: out of memory\n");
+      SYMMPIN_WARN("pool_attach: rank %d: out of memory for %d chunks", p->rank, cap);
       st = SYMMPIN_ERR_NOMEM;
       goto out_recs;
     }
@@ -461,7 +512,7 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
   c.peer = calloc((size_t)p->nranks, sizeof(*c.peer));
   c.ipc = calloc((size_t)p->nranks, 1);
   if (!c.peer || !c.ipc) {
-    fprintf(stderr, "symmpin: pool_attach: out of memory\n");
+    SYMMPIN_WARN("pool_attach: rank %d: out of memory for %d peer mappings", p->rank, p->nranks);
     st = SYMMPIN_ERR_NOMEM;
     goto out_chunk;
   }
@@ -472,12 +523,12 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
   st = pool_uuid_table(&count, &uuids);
   if (st != SYMMPIN_OK) goto out_chunk;
   pool_scope s;
-  st = pool_scope_enter(p->device, &s);
+  st = pool_scope_enter(p, &s);
   if (st != SYMMPIN_OK) goto out_chunk;
   for (int r = 0; r < p->nranks && st == SYMMPIN_OK; r++)
     if (r != p->rank) st = pool_map_peer(p, &c, r, &recs[r], count, uuids);
   if (st != SYMMPIN_OK) pool_chunk_unmap(p, &c);
-  pool_scope_leave(p->device, &s);
+  pool_scope_leave(p, &s);
   if (st != SYMMPIN_OK) goto out_chunk;
 
   p->chunks[p->nchunks++] = c;
@@ -550,7 +601,7 @@ bool symmpin_pool_p2p_ok(int device_a, int device_b) {
 
 symmpin_status symmpin_pool_facts_get(int device, symmpin_pool_facts *out) {
   if (!out || device < 0) {
-    fprintf(stderr, "symmpin: pool_facts_get: bad argument\n");
+    SYMMPIN_WARN("pool_facts_get: %s (device %d)", out ? "bad device" : "NULL output", device);
     return SYMMPIN_ERR_INVALID;
   }
   symmpin_pool_facts f;
@@ -572,7 +623,7 @@ symmpin_status symmpin_pool_check_peers(const symmpin_pool_facts *facts, int nra
                                         size_t why_len) {
   if (why && why_len) why[0] = '\0';
   if (!facts || nranks < 1) {
-    fprintf(stderr, "symmpin: pool_check_peers: bad argument\n");
+    SYMMPIN_WARN("pool_check_peers: %s", !facts ? "NULL facts" : "fewer than one rank");
     return SYMMPIN_ERR_INVALID;
   }
   int count;
@@ -581,7 +632,7 @@ symmpin_status symmpin_pool_check_peers(const symmpin_pool_facts *facts, int nra
   if (st != SYMMPIN_OK) return st;
   int *dev = malloc((size_t)nranks * sizeof(*dev));
   if (!dev) {
-    fprintf(stderr, "symmpin: pool_check_peers: out of memory\n");
+    SYMMPIN_WARN("pool_check_peers: out of memory for %d ranks", nranks);
     return SYMMPIN_ERR_NOMEM;
   }
   /* Devices as ordinals of this process, found by UUID: ordinals differ between processes that

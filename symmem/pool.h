@@ -3,9 +3,10 @@
  * (NVLink peer access). Pools grow by chunks; a slot never straddles two chunks, and existing
  * chunks never move, so a planned offset stays valid forever.
  *
- * Sharing: cudaMalloc'd chunks exported with CUDA IPC handles posted on the communicator's board
- * (board.h); a peer in another process opens them with cudaIpcOpenMemHandle, a peer in this process
- * (one thread or one thread per GPU driving several ranks) uses the pointer directly.
+ * Sharing: chunks of cudaMalloc memory (from the device allocator below) exported with CUDA IPC
+ * handles posted on the communicator's board (board.h); a peer in another process opens them with
+ * cudaIpcOpenMemHandle, a peer in this process (one thread or one thread per GPU driving several
+ * ranks) uses the pointer directly.
  *
  * Growing is collective and split in two steps so that a thread driving several ranks never blocks
  * on itself: every rank calls symmpin_pool_reserve() (allocates its chunk, returns the bytes to
@@ -27,6 +28,28 @@ typedef struct symmpin_pool symmpin_pool;
 /* Chunks are whole multiples of this (the granularity of cudaMalloc's own large allocations):
  * a chunk never shares its pages with the program's memory, so exporting it exposes nothing else. */
 #define SYMMPIN_POOL_CHUNK_ALIGN ((size_t)2 << 20)
+
+/* Where chunks come from. Inside libsymmpin.so a call of cudaMalloc/cudaFree by name binds to the
+ * library's own exported wrappers (preload/symmpin.map), which would record the pool as one of
+ * the program's allocations and tie this module to the interposition layer; so the preload hands
+ * in the real runtime functions it resolved. Both return a cudaError_t as int (0 = success);
+ * alloc sets *ptr only on success and must return memory of the kind cudaMalloc returns
+ * (exportable with cudaIpcGetMemHandle: not cudaMallocAsync, managed or host memory). They are
+ * called with the pool's device current and the thread's capture mode relaxed, from whichever
+ * thread drives the rank, so they must be thread-safe. Every chunk allocation and free of a pool
+ * goes through them; the pool's other runtime calls (zeroing, IPC, peer access) are none that
+ * libsymmpin wraps. */
+typedef struct symmpin_device_allocator {
+  int (*alloc)(void **ptr, size_t bytes);
+  int (*free)(void *ptr);
+} symmpin_device_allocator;
+
+/* Process-wide, copied: set it once at start, before the first pool is created (the preload, with
+ * the real cudaMalloc/cudaFree). A pool keeps the allocator in force when it was created, so every
+ * chunk is freed by the allocator that made it, even if the setting changes later. NULL or never
+ * set: cudaMalloc/cudaFree by name, which is right for tests and tools that are not preloaded.
+ * An allocator missing either function is refused with a warning and the current one stays. */
+void symmpin_pool_set_allocator(const symmpin_device_allocator *a);
 
 /* Create an empty pool for `rank` of `nranks` on CUDA device `device`. No CUDA call yet.
  * A pool belongs to one rank; its caller serializes calls on it (not thread-safe). */

@@ -1,19 +1,24 @@
 /* symmpin-app: a multi-GPU NCCL program of ours, the C workload symmpin runs under.
  *
- * It is an ordinary NCCL program (it knows nothing of symmpin): run it with and without
- * LD_PRELOAD=libsymmpin.so and compare. Three ways ranks live, as in real jobs:
+ * It is an ordinary NCCL program (it knows nothing of symmpin and links nothing of it): run it
+ * with and without LD_PRELOAD=libsymmpin.so and compare. Three ways ranks live, as in real jobs:
  *   --mode procs    one process per GPU (the parent spawns one child per rank)
  *   --mode threads  one process, one thread per GPU
  *   --mode single   one process, one thread driving all GPUs inside ncclGroupStart/End
  * Each iteration runs every datatype x op, with buffers from cudaMalloc (pointers moving inside one
  * large allocation from call to call, not 16-byte aligned), cudaMallocAsync and ncclMemAlloc, in
- * place and out of place, plus one all-reduce too large for symmpin. Inputs are exactly
- * representable values (tests/apps/values.h), so every result is checked exactly against a CPU
- * reference (avg with a tolerance), and a checksum of all outputs is compared across ranks.
+ * place and out of place, plus one all-reduce too large for symmpin. Inputs are drawn from small
+ * sets of values (quarter integers, small integers, powers of two) that every datatype represents
+ * exactly and whose sums and products over up to 8 ranks are exact too, so every result is checked
+ * exactly against a CPU reference (avg with a tolerance: its division rounds), whatever order a
+ * library reduces in, and a checksum of all outputs is compared across ranks.
  * --diverge makes even and odd ranks reach some all-reduces from different call sites (still the
  * same collectives, so NCCL matches them): symmpin must keep those on NCCL.
  * --bench times bf16 sums of 1 KiB .. 1 MiB, eager and replayed from a CUDA graph.
- * Last line: "symmpin-app: N passed, M failed". */
+ * Last line: "symmpin-app: N passed, M failed".
+ *
+ * Datatype codecs, check macros and the --version line come from tests/gpu/gpu_common.h (header
+ * only); NCCL's datatype and op values are those of common/types.h's lists. */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,28 +34,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "values.h"
+#include "tests/gpu/gpu_common.h"
+
+#define PROG "symmpin-app"
+
+_Static_assert((int)ncclNumTypes == (int)SYMMPIN_DTYPE_COUNT &&
+                   (int)ncclNumOps == (int)SYMMPIN_OP_COUNT,
+               "NCCL's datatypes and ops are common/types.h's");
 
 extern char **environ;
 
 #define MAX_RANKS 8
-#define CHECK_CUDA(x)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      exit(2);                                                                               \
-    }                                                                                        \
-  } while (0)
-#define CHECK_NCCL(x)                                                                        \
-  do {                                                                                       \
-    ncclResult_t r_ = (x);                                                                   \
-    if (r_ != ncclSuccess && r_ != ncclInProgress) {                                         \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_));     \
-      exit(2);                                                                               \
-    }                                                                                        \
-  } while (0)
-
 enum buf_kind { BUF_ARENA, BUF_ASYNC, BUF_NCCLMEM, BUF_KINDS };
 
 typedef struct app_op {
@@ -61,8 +55,8 @@ typedef struct app_op {
   bool diverge; /* under --diverge, reached from a rank-dependent call site */
 } app_op;
 
-static const int ndtypes = 12; /* ncclInt8 .. ncclFloat8e5m2 */
-static const int nops = 5;     /* ncclSum .. ncclAvg */
+static const int ndtypes = SYMMPIN_DTYPE_COUNT; /* ncclInt8 .. ncclFloat8e5m2 */
+static const int nops = SYMMPIN_OP_COUNT;        /* ncclSum .. ncclAvg */
 static const size_t sizes[] = {1, 7, 33, 255, 1024, 4097, 16384, 65536};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
@@ -75,18 +69,14 @@ static struct {
   bool diverge, bench, quiet, two_streams;
 } opt = {"procs", 0, 6, false, false, false, false};
 
-static size_t dtype_size(int dt) {
-  static const size_t s[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return s[dt];
-}
-
 static void build_ops(void) {
   int k = 0;
   for (int dt = 0; dt < ndtypes; dt++)
     for (int op = 0; op < nops; op++, k++) {
       ops[k] = (app_op){dt, op, sizes[k % NSIZES], k % BUF_KINDS, (k / BUF_KINDS) % 2 == 1,
                         k % 7 == 3};
-      if (ops[k].count * dtype_size(dt) > 65536) ops[k].count = 65536 / dtype_size(dt);
+      size_t es = symmpin_test_dtype_size(dt);
+      if (ops[k].count * es > 65536) ops[k].count = 65536 / es;
     }
   /* Larger than symmpin's default SYMMPIN_MAX_BYTES (1 MiB): NCCL must keep it. */
   ops[k++] = (app_op){ncclFloat32, ncclSum, (4u << 20) / 4, BUF_ARENA, false, false};
@@ -95,16 +85,8 @@ static void build_ops(void) {
 
 /* ---- inputs and the reference ---- */
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-static bool is_int(int dt) { return dt <= ncclUint64; }
-static bool is_signed(int dt) { return dt == ncclInt8 || dt == ncclInt32 || dt == ncclInt64; }
+static bool is_int(int dt) { return symmpin_test_dtype_is_int(dt); }
+static bool is_signed(int dt) { return symmpin_test_dtype_is_signed(dt); }
 
 /* Exact float inputs: sums and products over up to 8 ranks stay exact in every format. */
 static double float_value(int dt, int op, uint64_t h) {
@@ -118,48 +100,23 @@ static double float_value(int dt, int op, uint64_t h) {
 }
 
 static uint64_t int_value(int dt, int op, uint64_t h) {
-  unsigned bits = (unsigned)dtype_size(dt) * 8;
+  unsigned bits = (unsigned)symmpin_test_dtype_size(dt) * 8;
   uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
   if (op == ncclAvg) return h & (mask >> 4); /* non-negative, no overflow: no sign question */
   return h & mask;
 }
 
-static void encode(int dt, double fv, uint64_t iv, void *dst) {
-  switch (dt) {
-  case ncclInt8: case ncclUint8: *(uint8_t *)dst = (uint8_t)iv; break;
-  case ncclInt32: case ncclUint32: *(uint32_t *)dst = (uint32_t)iv; break;
-  case ncclInt64: case ncclUint64: *(uint64_t *)dst = iv; break;
-  case ncclFloat16: *(uint16_t *)dst = (uint16_t)app_encode_small_float(fv, 5, 10, 15); break;
-  case ncclFloat32: *(float *)dst = (float)fv; break;
-  case ncclFloat64: *(double *)dst = fv; break;
-  case ncclBfloat16: *(uint16_t *)dst = app_to_bf16(fv); break;
-  case ncclFloat8e4m3: *(uint8_t *)dst = (uint8_t)app_encode_small_float(fv, 4, 3, 7); break;
-  case ncclFloat8e5m2: *(uint8_t *)dst = (uint8_t)app_encode_small_float(fv, 5, 2, 15); break;
-  }
-}
-
-static double decode_float(int dt, const void *src) {
-  switch (dt) {
-  case ncclFloat16: return app_decode_small_float(*(const uint16_t *)src, 5, 10, 15);
-  case ncclFloat32: return *(const float *)src;
-  case ncclFloat64: return *(const double *)src;
-  case ncclBfloat16: return app_from_bf16(*(const uint16_t *)src);
-  case ncclFloat8e4m3: return app_decode_small_float(*(const uint8_t *)src, 4, 3, 7);
-  default: return app_decode_small_float(*(const uint8_t *)src, 5, 2, 15);
-  }
-}
-
 static uint64_t input_hash(int rank, int iter, int opi, size_t i) {
-  return mix64(((uint64_t)iter << 48) ^ ((uint64_t)opi << 40) ^ ((uint64_t)rank << 36) ^ i ^
-               0x5eed);
+  return symmpin_hash_mix64(((uint64_t)iter << 48) ^ ((uint64_t)opi << 40) ^
+                            ((uint64_t)rank << 36) ^ i ^ 0x5eed);
 }
 
 static void fill_input(void *host, const app_op *o, int rank, int iter, int opi) {
-  size_t es = dtype_size(o->dtype);
+  size_t es = symmpin_test_dtype_size(o->dtype);
   for (size_t i = 0; i < o->count; i++) {
     uint64_t h = input_hash(rank, iter, opi, i);
-    encode(o->dtype, float_value(o->dtype, o->op, h), int_value(o->dtype, o->op, h),
-           (char *)host + i * es);
+    symmpin_test_encode(o->dtype, float_value(o->dtype, o->op, h), int_value(o->dtype, o->op, h),
+                        (char *)host + i * es);
   }
 }
 
@@ -172,7 +129,7 @@ static bool check_element(const app_op *o, int nranks, int iter, int opi, size_t
                           const void *got) {
   int dt = o->dtype;
   if (is_int(dt)) {
-    unsigned bits = (unsigned)dtype_size(dt) * 8;
+    unsigned bits = (unsigned)symmpin_test_dtype_size(dt) * 8;
     uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
     uint64_t acc = int_value(dt, o->op, input_hash(0, iter, opi, i)) & mask;
     for (int r = 1; r < nranks; r++) {
@@ -190,7 +147,7 @@ static bool check_element(const app_op *o, int nranks, int iter, int opi, size_t
     }
     if (o->op == ncclAvg) acc = acc / (uint64_t)nranks; /* inputs are small and non-negative */
     uint64_t g = 0;
-    memcpy(&g, got, dtype_size(dt));
+    memcpy(&g, got, symmpin_test_dtype_size(dt));
     return (g & mask) == acc;
   }
   double acc = float_value(dt, o->op, input_hash(0, iter, opi, i));
@@ -203,7 +160,7 @@ static bool check_element(const app_op *o, int nranks, int iter, int opi, size_t
     case ncclMin: acc = v < acc ? v : acc; break;
     }
   }
-  double g = decode_float(dt, got);
+  double g = symmpin_test_decode(dt, got);
   if (o->op != ncclAvg) return g == acc;
   acc /= nranks;
   double tol = (dt == ncclFloat32 || dt == ncclFloat64) ? 1e-6 : 0.07; /* one rounding */
@@ -226,60 +183,60 @@ typedef struct rank_ctx {
   long passed, failed;
 } rank_ctx;
 
-static size_t op_bytes(const app_op *o) { return o->count * dtype_size(o->dtype); }
+static size_t op_bytes(const app_op *o) { return o->count * symmpin_test_dtype_size(o->dtype); }
 
 static void rank_setup(rank_ctx *c) {
-  CHECK_CUDA(cudaSetDevice(c->dev));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&c->main_stream, cudaStreamNonBlocking));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&c->side_stream, cudaStreamNonBlocking));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(cudaStreamCreateWithFlags(&c->main_stream, cudaStreamNonBlocking));
+  SYMMPIN_TEST_CUDA(cudaStreamCreateWithFlags(&c->side_stream, cudaStreamNonBlocking));
   c->stream = c->main_stream;
   c->max_op_bytes = 0;
   for (int k = 0; k < nops_total; k++)
     if (op_bytes(&ops[k]) > c->max_op_bytes) c->max_op_bytes = op_bytes(&ops[k]);
   /* Room for send and recv of the largest op, plus the drift of the moving pointers. */
   c->arena_bytes = 2 * c->max_op_bytes + 1024 * 1024;
-  CHECK_CUDA(cudaMalloc((void **)&c->arena, c->arena_bytes));
+  SYMMPIN_TEST_CUDA(cudaMalloc((void **)&c->arena, c->arena_bytes));
   for (int k = 0; k < nops_total; k++) {
     size_t b = op_bytes(&ops[k]) + 64;
     if (ops[k].kind == BUF_ASYNC) {
-      CHECK_CUDA(cudaMallocAsync(&c->bufs[k][0], b, c->stream));
-      CHECK_CUDA(cudaMallocAsync(&c->bufs[k][1], b, c->stream));
+      SYMMPIN_TEST_CUDA(cudaMallocAsync(&c->bufs[k][0], b, c->stream));
+      SYMMPIN_TEST_CUDA(cudaMallocAsync(&c->bufs[k][1], b, c->stream));
     } else if (ops[k].kind == BUF_NCCLMEM) {
-      CHECK_NCCL(ncclMemAlloc(&c->bufs[k][0], b));
-      CHECK_NCCL(ncclMemAlloc(&c->bufs[k][1], b));
+      SYMMPIN_TEST_NCCL(ncclMemAlloc(&c->bufs[k][0], b));
+      SYMMPIN_TEST_NCCL(ncclMemAlloc(&c->bufs[k][1], b));
     }
   }
-  CHECK_CUDA(cudaMallocHost(&c->host_in, c->max_op_bytes));
-  CHECK_CUDA(cudaMallocHost(&c->host_in_side, c->max_op_bytes));
-  CHECK_CUDA(cudaMallocHost(&c->host_out, c->max_op_bytes));
-  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+  SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_in, c->max_op_bytes));
+  SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_in_side, c->max_op_bytes));
+  SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_out, c->max_op_bytes));
+  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
 }
 
 static void rank_teardown(rank_ctx *c) {
-  CHECK_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
   for (int k = 0; k < nops_total; k++) {
     if (ops[k].kind == BUF_ASYNC) {
-      CHECK_CUDA(cudaFreeAsync(c->bufs[k][0], c->stream));
-      CHECK_CUDA(cudaFreeAsync(c->bufs[k][1], c->stream));
+      SYMMPIN_TEST_CUDA(cudaFreeAsync(c->bufs[k][0], c->stream));
+      SYMMPIN_TEST_CUDA(cudaFreeAsync(c->bufs[k][1], c->stream));
     } else if (ops[k].kind == BUF_NCCLMEM) {
-      CHECK_NCCL(ncclMemFree(c->bufs[k][0]));
-      CHECK_NCCL(ncclMemFree(c->bufs[k][1]));
+      SYMMPIN_TEST_NCCL(ncclMemFree(c->bufs[k][0]));
+      SYMMPIN_TEST_NCCL(ncclMemFree(c->bufs[k][1]));
     }
   }
-  CHECK_CUDA(cudaStreamSynchronize(c->stream));
-  CHECK_CUDA(cudaFree(c->arena));
-  CHECK_CUDA(cudaFreeHost(c->host_in));
-  CHECK_CUDA(cudaFreeHost(c->host_in_side));
-  CHECK_CUDA(cudaFreeHost(c->host_out));
-  CHECK_CUDA(cudaStreamDestroy(c->main_stream));
-  CHECK_CUDA(cudaStreamDestroy(c->side_stream));
+  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
+  SYMMPIN_TEST_CUDA(cudaFree(c->arena));
+  SYMMPIN_TEST_CUDA(cudaFreeHost(c->host_in));
+  SYMMPIN_TEST_CUDA(cudaFreeHost(c->host_in_side));
+  SYMMPIN_TEST_CUDA(cudaFreeHost(c->host_out));
+  SYMMPIN_TEST_CUDA(cudaStreamDestroy(c->main_stream));
+  SYMMPIN_TEST_CUDA(cudaStreamDestroy(c->side_stream));
 }
 
 /* Send and receive pointers of op k in iteration `iter`: arena pointers move every iteration and
  * are aligned only to the element size. */
 static void op_buffers(rank_ctx *c, int k, int iter, void **send, void **recv) {
   const app_op *o = &ops[k];
-  size_t es = dtype_size(o->dtype);
+  size_t es = symmpin_test_dtype_size(o->dtype);
   if (o->kind == BUF_ARENA) {
     size_t drift = (size_t)((iter * 7 + k) % 61) * es * 3;
     *send = c->arena + drift;
@@ -311,32 +268,34 @@ static void op_start(rank_ctx *c, int k, int iter) {
   const app_op *o = &ops[k];
   void *send, *recv;
   op_buffers(c, k, iter, &send, &recv);
-  CHECK_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
   void *staging = c->stream == c->side_stream ? c->host_in_side : c->host_in;
   fill_input(staging, o, c->rank, iter, k);
-  CHECK_CUDA(cudaMemcpyAsync(send, staging, op_bytes(o), cudaMemcpyHostToDevice, c->stream));
-  if (!o->inplace) CHECK_CUDA(cudaMemsetAsync(recv, 0xA5, op_bytes(o), c->stream)); /* poison */
+  SYMMPIN_TEST_CUDA(cudaMemcpyAsync(send, staging, op_bytes(o), cudaMemcpyHostToDevice, c->stream));
+  if (!o->inplace) /* poison */
+    SYMMPIN_TEST_CUDA(cudaMemsetAsync(recv, 0xA5, op_bytes(o), c->stream));
 }
 
 static void op_call(rank_ctx *c, int k, int iter) {
   const app_op *o = &ops[k];
   void *send, *recv;
   op_buffers(c, k, iter, &send, &recv);
-  CHECK_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
   if (opt.diverge && o->diverge && (c->rank & 1))
-    CHECK_NCCL(allreduce_site_odd(send, recv, o, c->comm, c->stream));
+    SYMMPIN_TEST_NCCL(allreduce_site_odd(send, recv, o, c->comm, c->stream));
   else
-    CHECK_NCCL(allreduce_site_even(send, recv, o, c->comm, c->stream));
+    SYMMPIN_TEST_NCCL(allreduce_site_even(send, recv, o, c->comm, c->stream));
 }
 
 static void op_finish(rank_ctx *c, int k, int iter) {
   const app_op *o = &ops[k];
   void *send, *recv;
   op_buffers(c, k, iter, &send, &recv);
-  CHECK_CUDA(cudaSetDevice(c->dev));
-  CHECK_CUDA(cudaMemcpyAsync(c->host_out, recv, op_bytes(o), cudaMemcpyDeviceToHost, c->stream));
-  CHECK_CUDA(cudaStreamSynchronize(c->stream));
-  size_t es = dtype_size(o->dtype), bad = 0;
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(
+      cudaMemcpyAsync(c->host_out, recv, op_bytes(o), cudaMemcpyDeviceToHost, c->stream));
+  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
+  size_t es = symmpin_test_dtype_size(o->dtype), bad = 0;
   for (size_t i = 0; i < o->count; i++)
     if (!check_element(o, c->nranks, iter, k, i, (char *)c->host_out + i * es)) {
       if (bad++ < 3 && !opt.quiet)
@@ -390,13 +349,13 @@ static const size_t bench_bytes[] = {1024, 4096, 16384, 65536, 262144, 1048576};
 /* One call site for every timed all-reduce (warm-up, eager and captured), as in a real program's
  * training loop, so that what warm-up planned is what gets timed. */
 __attribute__((noinline)) static void bench_allreduce(rank_ctx **cs, int n, bool single, size_t bytes) {
-  if (single) CHECK_NCCL(ncclGroupStart());
+  if (single) SYMMPIN_TEST_NCCL(ncclGroupStart());
   for (int i = 0; i < n; i++) {
-    CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-    CHECK_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bytes / 2, ncclBfloat16,
-                             ncclSum, cs[i]->comm, cs[i]->stream));
+    SYMMPIN_TEST_CUDA(cudaSetDevice(cs[i]->dev));
+    SYMMPIN_TEST_NCCL(ncclAllReduce(cs[i]->arena, cs[i]->arena + (2u << 20), bytes / 2,
+                                    ncclBfloat16, ncclSum, cs[i]->comm, cs[i]->stream));
   }
-  if (single) CHECK_NCCL(ncclGroupEnd());
+  if (single) SYMMPIN_TEST_NCCL(ncclGroupEnd());
 }
 
 /* Warm every size up together (symmpin plans at agreement points after its warm-up), then time
@@ -408,57 +367,57 @@ static void rank_bench(rank_ctx **cs, int n, bool single) {
     for (size_t s = 0; s < NBENCH; s++) {
       bench_allreduce(cs, n, single, bench_bytes[s]);
     }
-  for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
+  for (int i = 0; i < n; i++) SYMMPIN_TEST_CUDA(cudaStreamSynchronize(cs[i]->stream));
   for (size_t s = 0; s < NBENCH; s++) {
     cudaEvent_t e0, e1;
     rank_ctx *c0 = cs[0];
-    CHECK_CUDA(cudaSetDevice(c0->dev));
-    CHECK_CUDA(cudaEventCreate(&e0));
-    CHECK_CUDA(cudaEventCreate(&e1));
+    SYMMPIN_TEST_CUDA(cudaSetDevice(c0->dev));
+    SYMMPIN_TEST_CUDA(cudaEventCreate(&e0));
+    SYMMPIN_TEST_CUDA(cudaEventCreate(&e1));
     /* eager */
-    CHECK_CUDA(cudaEventRecord(e0, c0->stream));
+    SYMMPIN_TEST_CUDA(cudaEventRecord(e0, c0->stream));
     for (int k = 0; k < calls; k++) {
       bench_allreduce(cs, n, single, bench_bytes[s]);
     }
-    CHECK_CUDA(cudaSetDevice(c0->dev));
-    CHECK_CUDA(cudaEventRecord(e1, c0->stream));
-    for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
+    SYMMPIN_TEST_CUDA(cudaSetDevice(c0->dev));
+    SYMMPIN_TEST_CUDA(cudaEventRecord(e1, c0->stream));
+    for (int i = 0; i < n; i++) SYMMPIN_TEST_CUDA(cudaStreamSynchronize(cs[i]->stream));
     float ms;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    SYMMPIN_TEST_CUDA(cudaEventElapsedTime(&ms, e0, e1));
     eager[s] = ms * 1000.0 / calls;
     /* graph: capture `calls` calls per rank, replay */
     cudaGraphExec_t exec[MAX_RANKS];
     for (int i = 0; i < n; i++) {
-      CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-      CHECK_CUDA(cudaStreamBeginCapture(cs[i]->stream, cudaStreamCaptureModeThreadLocal));
+      SYMMPIN_TEST_CUDA(cudaSetDevice(cs[i]->dev));
+      SYMMPIN_TEST_CUDA(cudaStreamBeginCapture(cs[i]->stream, cudaStreamCaptureModeThreadLocal));
     }
     for (int k = 0; k < calls; k++) {
       bench_allreduce(cs, n, single, bench_bytes[s]);
     }
     for (int i = 0; i < n; i++) {
       cudaGraph_t g;
-      CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-      CHECK_CUDA(cudaStreamEndCapture(cs[i]->stream, &g));
-      CHECK_CUDA(cudaGraphInstantiate(&exec[i], g, 0));
-      CHECK_CUDA(cudaGraphDestroy(g));
-      CHECK_CUDA(cudaGraphLaunch(exec[i], cs[i]->stream)); /* warm */
+      SYMMPIN_TEST_CUDA(cudaSetDevice(cs[i]->dev));
+      SYMMPIN_TEST_CUDA(cudaStreamEndCapture(cs[i]->stream, &g));
+      SYMMPIN_TEST_CUDA(cudaGraphInstantiate(&exec[i], g, 0));
+      SYMMPIN_TEST_CUDA(cudaGraphDestroy(g));
+      SYMMPIN_TEST_CUDA(cudaGraphLaunch(exec[i], cs[i]->stream)); /* warm */
     }
-    for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
-    CHECK_CUDA(cudaSetDevice(c0->dev));
-    CHECK_CUDA(cudaEventRecord(e0, c0->stream));
+    for (int i = 0; i < n; i++) SYMMPIN_TEST_CUDA(cudaStreamSynchronize(cs[i]->stream));
+    SYMMPIN_TEST_CUDA(cudaSetDevice(c0->dev));
+    SYMMPIN_TEST_CUDA(cudaEventRecord(e0, c0->stream));
     for (int r = 0; r < replays; r++)
       for (int i = 0; i < n; i++) {
-        CHECK_CUDA(cudaSetDevice(cs[i]->dev));
-        CHECK_CUDA(cudaGraphLaunch(exec[i], cs[i]->stream));
+        SYMMPIN_TEST_CUDA(cudaSetDevice(cs[i]->dev));
+        SYMMPIN_TEST_CUDA(cudaGraphLaunch(exec[i], cs[i]->stream));
       }
-    CHECK_CUDA(cudaSetDevice(c0->dev));
-    CHECK_CUDA(cudaEventRecord(e1, c0->stream));
-    for (int i = 0; i < n; i++) CHECK_CUDA(cudaStreamSynchronize(cs[i]->stream));
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    SYMMPIN_TEST_CUDA(cudaSetDevice(c0->dev));
+    SYMMPIN_TEST_CUDA(cudaEventRecord(e1, c0->stream));
+    for (int i = 0; i < n; i++) SYMMPIN_TEST_CUDA(cudaStreamSynchronize(cs[i]->stream));
+    SYMMPIN_TEST_CUDA(cudaEventElapsedTime(&ms, e0, e1));
     graph[s] = ms * 1000.0 / ((double)calls * replays);
-    for (int i = 0; i < n; i++) CHECK_CUDA(cudaGraphExecDestroy(exec[i]));
-    CHECK_CUDA(cudaEventDestroy(e0));
-    CHECK_CUDA(cudaEventDestroy(e1));
+    for (int i = 0; i < n; i++) SYMMPIN_TEST_CUDA(cudaGraphExecDestroy(exec[i]));
+    SYMMPIN_TEST_CUDA(cudaEventDestroy(e0));
+    SYMMPIN_TEST_CUDA(cudaEventDestroy(e1));
   }
   if (cs[0]->rank == 0)
     for (size_t s = 0; s < NBENCH; s++)
@@ -478,10 +437,10 @@ static int child_main(int rank, const char *uid_hex) {
   for (int i = 0; i < (int)sizeof(id.internal); i++)
     sscanf(uid_hex + 2 * i, "%2hhx", (unsigned char *)&id.internal[i]);
   int ngpus;
-  CHECK_CUDA(cudaGetDeviceCount(&ngpus));
+  SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   rank_ctx c = {.rank = rank, .nranks = opt.nranks, .dev = rank % ngpus};
-  CHECK_CUDA(cudaSetDevice(c.dev));
-  CHECK_NCCL(ncclCommInitRank(&c.comm, opt.nranks, id, rank));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c.dev));
+  SYMMPIN_TEST_NCCL(ncclCommInitRank(&c.comm, opt.nranks, id, rank));
   rank_setup(&c);
   if (opt.bench) {
     rank_ctx *cs[1] = {&c};
@@ -491,7 +450,7 @@ static int child_main(int rank, const char *uid_hex) {
     report(&c);
   }
   rank_teardown(&c);
-  CHECK_NCCL(ncclCommDestroy(c.comm));
+  SYMMPIN_TEST_NCCL(ncclCommDestroy(c.comm));
   return c.failed ? 1 : 0;
 }
 
@@ -514,7 +473,7 @@ static int summarize(const uint64_t *sums, const long *passed, const long *faile
 
 static int run_procs(char **argv) {
   ncclUniqueId id;
-  CHECK_NCCL(ncclGetUniqueId(&id));
+  SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
   char hex[2 * sizeof(id.internal) + 1];
   for (int i = 0; i < (int)sizeof(id.internal); i++)
     sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
@@ -582,12 +541,12 @@ typedef struct thread_arg {
 
 static void *thread_main(void *p) {
   thread_arg *t = p;
-  CHECK_CUDA(cudaSetDevice(t->c.dev));
-  CHECK_NCCL(ncclCommInitRank(&t->c.comm, t->c.nranks, t->id, t->c.rank));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(t->c.dev));
+  SYMMPIN_TEST_NCCL(ncclCommInitRank(&t->c.comm, t->c.nranks, t->id, t->c.rank));
   rank_setup(&t->c);
   rank_run_checks(&t->c);
   rank_teardown(&t->c);
-  CHECK_NCCL(ncclCommDestroy(t->c.comm));
+  SYMMPIN_TEST_NCCL(ncclCommDestroy(t->c.comm));
   return NULL;
 }
 
@@ -595,7 +554,7 @@ static int run_threads(int ngpus) {
   thread_arg t[MAX_RANKS];
   pthread_t th[MAX_RANKS];
   ncclUniqueId id;
-  CHECK_NCCL(ncclGetUniqueId(&id));
+  SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
   for (int r = 0; r < opt.nranks; r++) {
     t[r] = (thread_arg){.id = id, .c = {.rank = r, .nranks = opt.nranks, .dev = r % ngpus}};
     pthread_create(&th[r], NULL, thread_main, &t[r]);
@@ -619,7 +578,7 @@ static int run_single(int ngpus) {
   ncclComm_t comms[MAX_RANKS];
   int devs[MAX_RANKS];
   for (int r = 0; r < opt.nranks; r++) devs[r] = r % ngpus;
-  CHECK_NCCL(ncclCommInitAll(comms, opt.nranks, devs));
+  SYMMPIN_TEST_NCCL(ncclCommInitAll(comms, opt.nranks, devs));
   for (int r = 0; r < opt.nranks; r++) {
     cs[r] = (rank_ctx){.rank = r, .nranks = opt.nranks, .dev = devs[r], .comm = comms[r]};
     cp[r] = &cs[r];
@@ -631,9 +590,9 @@ static int run_single(int ngpus) {
     for (int it = 0; it < opt.iters; it++)
       for (int k = 0; k < nops_total; k++) {
         for (int r = 0; r < opt.nranks; r++) op_start(&cs[r], k, it);
-        CHECK_NCCL(ncclGroupStart());
+        SYMMPIN_TEST_NCCL(ncclGroupStart());
         for (int r = 0; r < opt.nranks; r++) op_call(&cs[r], k, it);
-        CHECK_NCCL(ncclGroupEnd());
+        SYMMPIN_TEST_NCCL(ncclGroupEnd());
         for (int r = 0; r < opt.nranks; r++) op_finish(&cs[r], k, it);
       }
   }
@@ -641,7 +600,7 @@ static int run_single(int ngpus) {
   long passed[MAX_RANKS], failed[MAX_RANKS];
   for (int r = 0; r < opt.nranks; r++) {
     rank_teardown(&cs[r]);
-    CHECK_NCCL(ncclCommDestroy(cs[r].comm));
+    SYMMPIN_TEST_NCCL(ncclCommDestroy(cs[r].comm));
     if (!opt.bench) report(&cs[r]);
     sums[r] = cs[r].checksum;
     passed[r] = cs[r].passed;
@@ -650,48 +609,114 @@ static int run_single(int ngpus) {
   return opt.bench ? 0 : summarize(sums, passed, failed, opt.nranks);
 }
 
+static void usage(void) {
+  printf("usage: " PROG " [--mode procs|threads|single] [--ranks N] [--iters K] [--diverge]\n"
+         "                   [--two-streams] [--bench] [--quiet]\n"
+         "An ordinary NCCL program (all-reduces of every datatype and op, checked exactly) to run\n"
+         "with and without LD_PRELOAD=libsymmpin.so. Last line: '" PROG ": N passed, M failed'.\n"
+         "  --mode M        procs (one process per GPU, default), threads (one thread per GPU) or\n"
+         "                  single (one thread drives every GPU)\n"
+         "  --ranks N       ranks, one per GPU, 1..%d (default: every GPU)\n"
+         "  --iters K       iterations of all datatypes and ops (default 6)\n"
+         "  --diverge       odd ranks reach some all-reduces from other call sites\n"
+         "  --two-streams   in the second half, pairs of all-reduces on two streams at once\n"
+         "  --bench         time bf16 sums of 1K..1M instead (eager and graph; procs or single)\n"
+         "  --quiet         no message per wrong element\n"
+         "  -h, --help      this text\n"
+         "  --version       the version and git revision\n",
+         MAX_RANKS);
+}
+
+enum {
+  OPT_MODE = 256,
+  OPT_RANKS,
+  OPT_ITERS,
+  OPT_DIVERGE,
+  OPT_BENCH,
+  OPT_QUIET,
+  OPT_TWO_STREAMS,
+  OPT_VERSION,
+  OPT_CHILD, /* internal: --child RANK --uid HEX, added by --mode procs */
+  OPT_UID,
+};
+
+static const struct option longopts[] = {
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"ranks", required_argument, NULL, OPT_RANKS},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"diverge", no_argument, NULL, OPT_DIVERGE},
+    {"bench", no_argument, NULL, OPT_BENCH},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"two-streams", no_argument, NULL, OPT_TWO_STREAMS},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"child", required_argument, NULL, OPT_CHILD},
+    {"uid", required_argument, NULL, OPT_UID},
+    {NULL, 0, NULL, 0},
+};
+
 int main(int argc, char **argv) {
-  int child = -1;
+  int child = -1, c;
+  long v = 0;
   const char *uid = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--mode") && i + 1 < argc) opt.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) opt.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) opt.iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--child") && i + 1 < argc) child = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--uid") && i + 1 < argc) uid = argv[++i];
-    else if (!strcmp(argv[i], "--diverge")) opt.diverge = true;
-    else if (!strcmp(argv[i], "--bench")) opt.bench = true;
-    else if (!strcmp(argv[i], "--quiet")) opt.quiet = true;
-    else if (!strcmp(argv[i], "--two-streams")) opt.two_streams = true;
-    else {
-      fprintf(stderr, "usage: %s [--mode procs|threads|single] [--ranks N] [--iters K] "
-                      "[--diverge] [--two-streams] [--bench] [--quiet]\n", argv[0]);
-      return 2;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'h': usage(); return 0;
+    case OPT_VERSION: return symmpin_test_print_version(PROG);
+    case OPT_MODE:
+      if (strcmp(optarg, "procs") && strcmp(optarg, "threads") && strcmp(optarg, "single"))
+        return symmpin_test_usage_error(PROG, "bad --mode '%s' (procs, threads, single)", optarg);
+      opt.mode = optarg;
+      break;
+    case OPT_RANKS:
+      if (!symmpin_test_parse_int(optarg, 1, MAX_RANKS, &v))
+        return symmpin_test_usage_error(PROG, "--ranks must be 1..%d", MAX_RANKS);
+      opt.nranks = (int)v;
+      break;
+    case OPT_ITERS:
+      if (!symmpin_test_parse_int(optarg, 1, 1000000, &v))
+        return symmpin_test_usage_error(PROG, "--iters must be 1..1000000");
+      opt.iters = (int)v;
+      break;
+    case OPT_DIVERGE: opt.diverge = true; break;
+    case OPT_BENCH: opt.bench = true; break;
+    case OPT_QUIET: opt.quiet = true; break;
+    case OPT_TWO_STREAMS: opt.two_streams = true; break;
+    case OPT_CHILD:
+      if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
+        return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);
+      child = (int)v;
+      break;
+    case OPT_UID: uid = optarg; break;
+    default: return symmpin_test_option_error(PROG, c, argv, longopts);
     }
   }
+  if (optind < argc)
+    return symmpin_test_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+  if (opt.bench && !strcmp(opt.mode, "threads"))
+    return symmpin_test_usage_error(PROG, "--bench runs with --mode procs or single");
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   build_ops();
-  if (child >= 0) return child_main(child, uid);
+  if (child >= 0) {
+    if (!uid || strlen(uid) != 2 * sizeof(((ncclUniqueId *)0)->internal) || opt.nranks <= child)
+      return symmpin_test_usage_error(PROG, "--child needs --uid (the hex ncclUniqueId) and "
+                                            "--ranks above the rank");
+    return child_main(child, uid);
+  }
   int ngpus;
-  CHECK_CUDA(cudaGetDeviceCount(&ngpus));
+  SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   if (opt.nranks <= 0) opt.nranks = ngpus;
   if (opt.nranks > MAX_RANKS || opt.nranks > ngpus) {
-    fprintf(stderr, "symmpin-app: %d ranks need %d GPUs (NCCL allows one rank per GPU); %d here\n",
+    fprintf(stderr, PROG ": %d ranks need %d GPUs (NCCL allows one rank per GPU); %d here\n",
             opt.nranks, opt.nranks, ngpus);
     return 2;
   }
-  printf("symmpin-app: mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s\n", opt.mode, opt.nranks,
+  printf(PROG ": mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s\n", opt.mode, opt.nranks,
          ngpus, opt.iters, nops_total, opt.diverge ? " diverge" : "",
          opt.two_streams ? " two-streams" : "");
   fflush(stdout);
   if (!strcmp(opt.mode, "procs")) return run_procs(argv);
-  if (opt.bench) {
-    if (!strcmp(opt.mode, "single")) return run_single(ngpus);
-    fprintf(stderr, "--bench runs with --mode procs or single\n");
-    return 2;
-  }
   if (!strcmp(opt.mode, "threads")) return run_threads(ngpus);
-  if (!strcmp(opt.mode, "single")) return run_single(ngpus);
-  fprintf(stderr, "unknown mode %s\n", opt.mode);
-  return 2;
+  return run_single(ngpus);
 }

@@ -1,4 +1,5 @@
-/* GPU test of the one-shot all-reduce kernels (kernels/oneshot.h).
+/* GPU test of the all-reduce kernels (kernels/allreduce.h): every path of symmpin_kernel_launch,
+ * i.e. the one-shot algorithms LL, copy (staged input) and in-slot.
  *
  * One process simulates N ranks (argv: N, default 2): rank r lives on GPU r % ngpus, its "pool" is
  * a zeroed cudaMalloc'd buffer and slot pointers are raw pointers (no IPC in-process); peer access
@@ -6,15 +7,16 @@
  * under a watchdog, so a hang is reported instead of waited on forever.
  *
  * Groups of checks: API argument checks; every datatype x op x {in place, out of place} x
- * {staged, direct} x sizes around vector/block/LL boundaries with misaligned user pointers, random
+ * {staged, in-slot} x sizes around vector/block/LL boundaries with misaligned user pointers, random
  * non-zero data and poisoned outputs (bitwise equal across ranks, exact for integers, float64
  * reference with per-dtype tolerances for floats, guard bytes around outputs untouched);
- * back-to-back calls on one slot; CUDA-graph capture + replays with new data; two streams on
- * different slots; the timeout path (N-1 ranks launched).
+ * back-to-back calls on one slot (LL, copy, in-slot, in place and not); CUDA-graph capture +
+ * replays with new data (one call of each algorithm); two streams on different slots; the timeout
+ * path of each algorithm (N-1 ranks launched).
  *
- * Usage: test_oneshot [N] [--small] [--seed S]. --small runs a tiny subset with 1 s waits (for
- * compute-sanitizer; with N = 1 no kernel waits for another, which matters if the tool serializes
- * kernels: N > 1 then shows up as timeouts).
+ * Usage: test_oneshot [N] [--small] [--seed S] (--help, --version). --small runs a tiny subset
+ * with 1 s waits (for compute-sanitizer; with N = 1 no kernel waits for another, which matters if
+ * the tool serializes kernels: N > 1 then shows up as timeouts).
  * Prints one line per group and `test_oneshot: P passed, F failed`; exits 1 on any failure. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -30,10 +32,13 @@
 #include <cstring>
 #include <vector>
 
+#include <errno.h>
+#include <getopt.h>
 #include <unistd.h>
 
-#include "kernels/oneshot.h"
 #include "common/types.h"
+#include "kernels/allreduce.h"
+#include "tests/gpu/gpu_common.h" /* --version, bad-option messages: our tools' conventions */
 
 #define CK(x)                                                                                      \
   do {                                                                                             \
@@ -230,33 +235,34 @@ struct Rank {
   cudaStream_t s[2];
   char *pool;
   char *bufA, *bufB; /* user send / recv buffers, kGuard + 16 spare bytes around the data */
-  symmpin_oneshot_error *err;     /* host-mapped */
-  symmpin_oneshot_error *err_dev; /* its device pointer */
+  symmpin_kernel_error *err;     /* host-mapped */
+  symmpin_kernel_error *err_dev; /* its device pointer */
 };
 
 static int N = 2, g_ngpus = 1;
 static std::vector<Rank> R;
 static size_t g_buf_bytes;
 
-/* Slots: separate ones per test group (a slot used in the direct form is never used staged). */
-enum { SLOT_STAGED, SLOT_DIRECT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRAPH_LL, SLOT_GRAPH_DIRECT,
-       SLOT_GRAPH_COPY, SLOT_TO_LL, SLOT_TO_DIRECT, SLOT_TO_COPY, SLOT_API, NSLOTS };
+/* Slots: separate ones per test group (a slot used with in-slot input is never used staged:
+ * different slot classes). */
+enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRAPH_LL, SLOT_GRAPH_IN_SLOT,
+       SLOT_GRAPH_COPY, SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY, SLOT_API, NSLOTS };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
 
 static char *slot_ptr(int r, int slot) { return R[r].pool + g_slot_off[slot]; }
 
-static symmpin_oneshot_call make_call(int r, int slot, size_t count, int d, int op,
-                                      symmpin_oneshot_form form, const void *send, void *recv,
+static symmpin_kernel_call make_call(int r, int slot, size_t count, int d, int op,
+                                      symmpin_kernel_input input, const void *send, void *recv,
                                       uint64_t site) {
-  symmpin_oneshot_call c;
+  symmpin_kernel_call c;
   memset(&c, 0, sizeof c);
   for (int q = 0; q < N; q++) c.slot[q] = slot_ptr(q, slot);
   c.slot_bytes = g_slot_bytes[slot];
   c.rank = r, c.nranks = N;
   c.send = send, c.recv = recv;
-  c.count = count, c.dtype = d, c.op = op, c.form = form;
+  c.count = count, c.dtype = d, c.op = op, c.input = input;
   c.site = site;
   c.timeout_cycles = g_timeout_cycles;
   c.error = R[r].err_dev;
@@ -342,23 +348,23 @@ static bool all_poison(const uint8_t *p, size_t n, uint8_t v, size_t *at) {
 struct Case {
   int d, op;
   size_t count;
-  symmpin_oneshot_form form;
+  symmpin_kernel_input input;
   bool inplace;
   size_t soff, roff; /* misalignment of send / recv in bytes (multiples of the element size) */
 };
 
-static const char *form_name(symmpin_oneshot_form f) {
-  return f == SYMMPIN_FORM_STAGED ? "staged" : "direct";
+static const char *form_name(symmpin_kernel_input f) {
+  return f == SYMMPIN_INPUT_STAGED ? "staged" : "in-slot";
 }
 
 /* Run one call on all ranks and check it. Returns 1 if it passed. */
 static int run_case(const Case &c, uint64_t site) {
   size_t sz = symmpin_dtype_size(c.d), bytes = c.count * sz;
   size_t span = kGuard + 16 + bytes + kGuard; /* bytes of bufA/bufB this case touches */
-  int slot = c.form == SYMMPIN_FORM_STAGED ? SLOT_STAGED : SLOT_DIRECT;
+  int slot = c.input == SYMMPIN_INPUT_STAGED ? SLOT_STAGED : SLOT_IN_SLOT;
   char desc[160];
   snprintf(desc, sizeof desc, "%s %s count %zu %s %s soff %zu roff %zu n %d",
-           symmpin_dtype_name(c.d), symmpin_op_name(c.op), c.count, form_name(c.form),
+           symmpin_dtype_name(c.d), symmpin_op_name(c.op), c.count, form_name(c.input),
            c.inplace ? "in-place" : "out-of-place", c.soff, c.roff, N);
   if (span > g_buf_bytes) return check(false, "%s: test buffers too small", desc);
 
@@ -372,11 +378,11 @@ static int run_case(const Case &c, uint64_t site) {
     char *send = R[r].bufA + kGuard + c.soff;
     CK(cudaMemset(R[r].bufA, kPoisonIn, span));
     CK(cudaMemset(R[r].bufB, kPoisonOut, span));
-    if (c.form == SYMMPIN_FORM_STAGED) {
+    if (c.input == SYMMPIN_INPUT_STAGED) {
       CK(cudaMemcpy(send, in[r].data(), bytes, cudaMemcpyHostToDevice));
       recv[r] = c.inplace ? (void *)send : (void *)(R[r].bufB + kGuard + c.roff);
     } else {
-      char *data = slot_ptr(r, slot) + symmpin_oneshot_direct_data_offset();
+      char *data = slot_ptr(r, slot) + symmpin_kernel_in_slot_offset();
       CK(cudaMemcpy(data, in[r].data(), bytes, cudaMemcpyHostToDevice));
       recv[r] = c.inplace ? (void *)data : (void *)(R[r].bufB + kGuard + c.roff);
     }
@@ -385,9 +391,9 @@ static int run_case(const Case &c, uint64_t site) {
   clear_errors();
   for (int r = 0; r < N; r++) {
     set_dev(r);
-    symmpin_oneshot_call call = make_call(r, slot, c.count, c.d, c.op, c.form,
+    symmpin_kernel_call call = make_call(r, slot, c.count, c.d, c.op, c.input,
                                           R[r].bufA + kGuard + c.soff, recv[r], site);
-    symmpin_status st = symmpin_oneshot_launch(&call, R[r].s[0]);
+    symmpin_status st = symmpin_kernel_launch(&call, R[r].s[0]);
     if (st != SYMMPIN_OK) return check(false, "%s: launch returned %s", desc, symmpin_status_name(st));
   }
   sync_or_die(desc);
@@ -400,8 +406,8 @@ static int run_case(const Case &c, uint64_t site) {
     set_dev(r);
     CK(cudaMemcpy(out[r].data(), recv[r], bytes, cudaMemcpyDeviceToHost));
     /* Nothing outside the output may change: poison around recv, and the input when not in place. */
-    if (!(c.form == SYMMPIN_FORM_DIRECT && c.inplace)) {
-      bool recv_in_A = c.form == SYMMPIN_FORM_STAGED && c.inplace;
+    if (!(c.input == SYMMPIN_INPUT_IN_SLOT && c.inplace)) {
+      bool recv_in_A = c.input == SYMMPIN_INPUT_STAGED && c.inplace;
       CK(cudaMemcpy(guardA.data(), R[r].bufA, span, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(guardB.data(), R[r].bufB, span, cudaMemcpyDeviceToHost));
       size_t at, lo = kGuard + (recv_in_A ? c.soff : c.roff);
@@ -409,7 +415,7 @@ static int run_case(const Case &c, uint64_t site) {
       uint8_t pv = recv_in_A ? kPoisonIn : kPoisonOut;
       if (!all_poison(g, lo, pv, &at) || !all_poison(g + lo + bytes, span - lo - bytes, pv, &at))
         return check(false, "%s: rank %d wrote outside recv", desc, r);
-      if (c.form == SYMMPIN_FORM_STAGED && !c.inplace &&
+      if (c.input == SYMMPIN_INPUT_STAGED && !c.inplace &&
           memcmp(guardA.data() + kGuard + c.soff, in[r].data(), bytes) != 0)
         return check(false, "%s: rank %d's send buffer changed", desc, r);
     }
@@ -456,13 +462,13 @@ static void test_matrix(bool small) {
                 ((op != SYMMPIN_SUM && op != SYMMPIN_MAX) || f * 2 + ip != (d + op) % 4))
               continue;
             Case c;
-            c.d = d, c.op = op, c.count = count, c.form = (symmpin_oneshot_form)f, c.inplace = ip;
+            c.d = d, c.op = op, c.count = count, c.input = (symmpin_kernel_input)f, c.inplace = ip;
             /* misalign: cycle through multiples of the element size below 16 */
             c.soff = (idx * 3 * sz) % 16 / sz * sz;
             c.roff = ((idx * 5 + 1) * sz) % 16 / sz * sz;
             run_case(c, 0x1000 + idx);
           }
-    printf("matrix %-4s: %d passed, %d failed (%zu sizes x %zu ops x staged/direct x in/out)\n",
+    printf("matrix %-4s: %d passed, %d failed (%zu sizes x %zu ops x staged/in-slot x in/out)\n",
            symmpin_dtype_name(d), g_passed - p0, g_failed - f0, ds.size(), ops.size());
     fflush(stdout);
   }
@@ -472,7 +478,7 @@ static void test_matrix(bool small) {
 
 /* K calls on one slot enqueued without any host sync, each with its own input and output buffers,
  * so fast ranks run ahead of slow ones: tests the parity / end-barrier arguments. */
-static void test_back_to_back(symmpin_oneshot_form form, bool inplace, int d, int op, size_t count,
+static void test_back_to_back(symmpin_kernel_input input, bool inplace, int d, int op, size_t count,
                               int K, int slot) {
   int p0 = g_passed, f0 = g_failed;
   size_t sz = symmpin_dtype_size(d), bytes = count * sz, stride = (bytes + 255) / 256 * 256;
@@ -490,7 +496,7 @@ static void test_back_to_back(symmpin_oneshot_form form, bool inplace, int d, in
   sync_devices();
   clear_errors();
   char desc[160];
-  snprintf(desc, sizeof desc, "back-to-back %s %s %s count %zu x %d", form_name(form),
+  snprintf(desc, sizeof desc, "back-to-back %s %s %s count %zu x %d", form_name(input),
            inplace ? "in-place" : "out-of-place", symmpin_dtype_name(d), count, K);
   bool launched = true;
   for (int k = 0; k < K && launched; k++) {
@@ -498,19 +504,19 @@ static void test_back_to_back(symmpin_oneshot_form form, bool inplace, int d, in
       set_dev(r);
       cudaStream_t s = R[r].s[0];
       char *in = ins[r] + k * stride, *out = outs[r] + k * stride;
-      char *data = slot_ptr(r, slot) + symmpin_oneshot_direct_data_offset();
+      char *data = slot_ptr(r, slot) + symmpin_kernel_in_slot_offset();
       const void *send = in;
       void *recv = out;
-      if (form == SYMMPIN_FORM_DIRECT) {
+      if (input == SYMMPIN_INPUT_IN_SLOT) {
         CK(cudaMemcpyAsync(data, in, bytes, cudaMemcpyDeviceToDevice, s));
         recv = inplace ? (void *)data : (void *)out;
       } else if (inplace) {
         CK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s));
         send = recv = out;
       }
-      symmpin_oneshot_call call = make_call(r, slot, count, d, op, form, send, recv, 0x2000 + k);
-      if (symmpin_oneshot_launch(&call, s) != SYMMPIN_OK) launched = false;
-      if (form == SYMMPIN_FORM_DIRECT && inplace)
+      symmpin_kernel_call call = make_call(r, slot, count, d, op, input, send, recv, 0x2000 + k);
+      if (symmpin_kernel_launch(&call, s) != SYMMPIN_OK) launched = false;
+      if (input == SYMMPIN_INPUT_IN_SLOT && inplace)
         CK(cudaMemcpyAsync(out, data, bytes, cudaMemcpyDeviceToDevice, s));
     }
   }
@@ -544,7 +550,7 @@ static void test_back_to_back(symmpin_oneshot_form form, bool inplace, int d, in
 
 /* ---------------------------------------------------------------- CUDA graphs */
 
-/* Each rank captures, on its stream: a staged LL call, a direct call (with the copy of its input
+/* Each rank captures, on its stream: a staged LL call, an in-slot call (with the copy of its input
  * into the slot captured too) and a staged call above the LL limit (copy variant). The graphs are
  * replayed `replays` times with new inputs written between replays. */
 static void test_graph(int replays) {
@@ -552,12 +558,12 @@ static void test_graph(int replays) {
   struct G {
     int slot, d, op;
     size_t count;
-    symmpin_oneshot_form form;
+    symmpin_kernel_input input;
   } calls[3] = {
-      {SLOT_GRAPH_LL, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 3001, SYMMPIN_FORM_STAGED},
-      {SLOT_GRAPH_DIRECT, SYMMPIN_FLOAT32, SYMMPIN_MAX, 1025, SYMMPIN_FORM_DIRECT},
+      {SLOT_GRAPH_LL, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 3001, SYMMPIN_INPUT_STAGED},
+      {SLOT_GRAPH_IN_SLOT, SYMMPIN_FLOAT32, SYMMPIN_MAX, 1025, SYMMPIN_INPUT_IN_SLOT},
       {SLOT_GRAPH_COPY, SYMMPIN_FLOAT32, SYMMPIN_SUM, (size_t)(512u << 10) / N / 4 + 333,
-       SYMMPIN_FORM_STAGED},
+       SYMMPIN_INPUT_STAGED},
   };
   std::vector<cudaGraphExec_t> exec(N);
   std::vector<char *> ins(N * 3), outs(N * 3);
@@ -575,13 +581,13 @@ static void test_graph(int replays) {
       const G &c = calls[j];
       size_t bytes = c.count * symmpin_dtype_size(c.d);
       const void *send = ins[r * 3 + j];
-      if (c.form == SYMMPIN_FORM_DIRECT) {
-        char *data = slot_ptr(r, c.slot) + symmpin_oneshot_direct_data_offset();
+      if (c.input == SYMMPIN_INPUT_IN_SLOT) {
+        char *data = slot_ptr(r, c.slot) + symmpin_kernel_in_slot_offset();
         CK(cudaMemcpyAsync(data, ins[r * 3 + j], bytes, cudaMemcpyDeviceToDevice, s));
       }
-      symmpin_oneshot_call call = make_call(r, c.slot, c.count, c.d, c.op, c.form, send,
+      symmpin_kernel_call call = make_call(r, c.slot, c.count, c.d, c.op, c.input, send,
                                             outs[r * 3 + j], 0x3000 + j);
-      ok &= symmpin_oneshot_launch(&call, s) == SYMMPIN_OK;
+      ok &= symmpin_kernel_launch(&call, s) == SYMMPIN_OK;
     }
     cudaGraph_t g;
     CK(cudaStreamEndCapture(s, &g));
@@ -628,7 +634,7 @@ static void test_graph(int replays) {
       long e = check_result(calls[j].d, calls[j].op, N, calls[j].count, inp, got[0].data(), why,
                             sizeof why);
       if (!check(same && e < 0, "graph replay %d call %d (%s): %s", it, j,
-                 form_name(calls[j].form), same ? why : "ranks differ"))
+                 form_name(calls[j].input), same ? why : "ranks differ"))
         bad++;
     }
     if (bad > 5) break;
@@ -638,14 +644,14 @@ static void test_graph(int replays) {
     CK(cudaGraphExecDestroy(exec[r]));
     for (int j = 0; j < 3; j++) { CK(cudaFree(ins[r * 3 + j])); CK(cudaFree(outs[r * 3 + j])); }
   }
-  printf("graph capture + %d replays (LL, direct, copy): %d passed, %d failed\n", replays,
+  printf("graph capture + %d replays (LL, in-slot, copy): %d passed, %d failed\n", replays,
          g_passed - p0, g_failed - f0);
   fflush(stdout);
 }
 
 /* ---------------------------------------------------------------- two streams */
 
-/* Stream 0 runs staged calls on one slot, stream 1 direct calls on another, M each, interleaved
+/* Stream 0 runs staged calls on one slot, stream 1 in-slot calls on another, M each, interleaved
  * and unsynchronized: calls on different slots must not wait for each other. */
 static void test_streams(int M) {
   int p0 = g_passed, f0 = g_failed;
@@ -668,14 +674,14 @@ static void test_streams(int M) {
   for (int k = 0; k < M; k++) {
     for (int r = 0; r < N; r++) {
       set_dev(r);
-      symmpin_oneshot_call a = make_call(r, SLOT_STREAM0, c0, d0, SYMMPIN_SUM, SYMMPIN_FORM_STAGED,
+      symmpin_kernel_call a = make_call(r, SLOT_STREAM0, c0, d0, SYMMPIN_SUM, SYMMPIN_INPUT_STAGED,
                                          in0[r] + k * b0, out0[r] + k * b0, 0x4000 + k);
-      ok &= symmpin_oneshot_launch(&a, R[r].s[0]) == SYMMPIN_OK;
-      char *data = slot_ptr(r, SLOT_STREAM1) + symmpin_oneshot_direct_data_offset();
+      ok &= symmpin_kernel_launch(&a, R[r].s[0]) == SYMMPIN_OK;
+      char *data = slot_ptr(r, SLOT_STREAM1) + symmpin_kernel_in_slot_offset();
       CK(cudaMemcpyAsync(data, in1[r] + k * b1, b1, cudaMemcpyDeviceToDevice, R[r].s[1]));
-      symmpin_oneshot_call b = make_call(r, SLOT_STREAM1, c1, d1, SYMMPIN_MIN, SYMMPIN_FORM_DIRECT,
+      symmpin_kernel_call b = make_call(r, SLOT_STREAM1, c1, d1, SYMMPIN_MIN, SYMMPIN_INPUT_IN_SLOT,
                                          nullptr, out1[r] + k * b1, 0x5000 + k);
-      ok &= symmpin_oneshot_launch(&b, R[r].s[1]) == SYMMPIN_OK;
+      ok &= symmpin_kernel_launch(&b, R[r].s[1]) == SYMMPIN_OK;
     }
   }
   sync_or_die("two streams");
@@ -707,7 +713,7 @@ static void test_streams(int M) {
     set_dev(r);
     CK(cudaFree(in0[r])); CK(cudaFree(out0[r])); CK(cudaFree(in1[r])); CK(cudaFree(out1[r]));
   }
-  printf("two streams x %d calls (staged + direct on different slots): %d passed, %d failed\n", M,
+  printf("two streams x %d calls (staged + in-slot on different slots): %d passed, %d failed\n", M,
          g_passed - p0, g_failed - f0);
   fflush(stdout);
 }
@@ -724,21 +730,21 @@ static void test_timeout() {
   }
   struct T {
     int slot;
-    symmpin_oneshot_form form;
+    symmpin_kernel_input input;
     size_t count;
     const char *name;
-  } ts[3] = {{SLOT_TO_LL, SYMMPIN_FORM_STAGED, 1000, "LL"},
-             {SLOT_TO_DIRECT, SYMMPIN_FORM_DIRECT, 1000, "direct"},
-             {SLOT_TO_COPY, SYMMPIN_FORM_STAGED, (size_t)(512u << 10) / N / 4 + 100, "copy"}};
+  } ts[3] = {{SLOT_TO_LL, SYMMPIN_INPUT_STAGED, 1000, "LL"},
+             {SLOT_TO_IN_SLOT, SYMMPIN_INPUT_IN_SLOT, 1000, "in-slot"},
+             {SLOT_TO_COPY, SYMMPIN_INPUT_STAGED, (size_t)(512u << 10) / N / 4 + 100, "copy"}};
   for (const T &t : ts) {
     clear_errors();
     uint64_t site = 0xdead0000ull + (uint64_t)t.slot;
     for (int r = 0; r < N - 1; r++) {
       set_dev(r);
-      symmpin_oneshot_call c = make_call(r, t.slot, t.count, SYMMPIN_FLOAT32, SYMMPIN_SUM, t.form,
+      symmpin_kernel_call c = make_call(r, t.slot, t.count, SYMMPIN_FLOAT32, SYMMPIN_SUM, t.input,
                                          R[r].bufA + kGuard, R[r].bufB + kGuard, site);
       c.timeout_cycles = 2000000; /* ~1 ms */
-      check(symmpin_oneshot_launch(&c, R[r].s[0]) == SYMMPIN_OK, "timeout %s: launch", t.name);
+      check(symmpin_kernel_launch(&c, R[r].s[0]) == SYMMPIN_OK, "timeout %s: launch", t.name);
     }
     if (!sync_all(60.0)) {
       check(false, "timeout %s: kernels did not give up (hang)", t.name);
@@ -747,7 +753,7 @@ static void test_timeout() {
       _exit(1);
     }
     for (int r = 0; r < N - 1; r++) {
-      symmpin_oneshot_error e = *R[r].err;
+      symmpin_kernel_error e = *R[r].err;
       check(e.timed_out == 1 && e.peer == N - 1 && e.site == site,
             "timeout %s: rank %d recorded timed_out %u peer %d site %llx (want 1, %d, %llx)",
             t.name, r, (unsigned)e.timed_out, (int)e.peer, (unsigned long long)e.site, N - 1,
@@ -757,9 +763,9 @@ static void test_timeout() {
     check(cudaGetLastError() == cudaSuccess, "timeout %s: no CUDA error left behind", t.name);
   }
   /* The process lives on: a normal call on fresh slots still works. */
-  Case c = {SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, SYMMPIN_FORM_STAGED, false, 0, 0};
+  Case c = {SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, SYMMPIN_INPUT_STAGED, false, 0, 0};
   run_case(c, 0x6000);
-  printf("timeout (N-1 ranks, LL/direct/copy): %d passed, %d failed\n", g_passed - p0, g_failed - f0);
+  printf("timeout (N-1 ranks, LL/in-slot/copy): %d passed, %d failed\n", g_passed - p0, g_failed - f0);
   fflush(stdout);
 }
 
@@ -769,51 +775,105 @@ static void test_api() {
   int p0 = g_passed, f0 = g_failed;
   set_dev(0);
   char *a = R[0].bufA + kGuard, *b = R[0].bufB + kGuard;
-  symmpin_oneshot_call c = make_call(0, SLOT_API, 100, SYMMPIN_FLOAT32, SYMMPIN_SUM,
-                                     SYMMPIN_FORM_STAGED, a, b, 1);
-  symmpin_oneshot_call x = c;
+  symmpin_kernel_call c = make_call(0, SLOT_API, 100, SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                     SYMMPIN_INPUT_STAGED, a, b, 1);
+  symmpin_kernel_call x = c;
   x.count = 0;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_OK, "api: count 0 is a no-op");
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_OK, "api: count 0 is a no-op");
   x = c, x.op = SYMMPIN_OP_COUNT;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED, "api: user op refused");
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED, "api: user op refused");
+  x = c, x.dtype = SYMMPIN_DTYPE_COUNT;
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
+        "api: unknown dtype refused");
+  x = c, x.input = (symmpin_kernel_input)7;
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: bad input form refused");
+  x = c, x.send = nullptr;
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID,
+        "api: staged NULL send refused");
+  check(symmpin_kernel_launch(nullptr, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: NULL call refused");
   x = c, x.slot_bytes = 256;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: small slot refused");
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: small slot refused");
   x = c, x.recv = a + 4;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
         "api: shifted overlap of send and recv refused");
   x = c, x.rank = N;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: bad rank refused");
-  x = c, x.form = SYMMPIN_FORM_DIRECT, x.recv = slot_ptr(0, SLOT_API) + 16;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
-        "api: direct recv inside the slot header refused");
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: bad rank refused");
+  x = c, x.input = SYMMPIN_INPUT_IN_SLOT, x.recv = slot_ptr(0, SLOT_API) + 16;
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_UNSUPPORTED,
+        "api: in-slot recv inside the slot header refused");
   x = c, x.slot[N > 1 ? 1 : 0] = (char *)x.slot[N > 1 ? 1 : 0] + 4;
-  check(symmpin_oneshot_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: misaligned slot refused");
+  check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_ERR_INVALID, "api: misaligned slot refused");
   CK(cudaStreamSynchronize(R[0].s[0]));
   printf("api argument checks: %d passed, %d failed\n", g_passed - p0, g_failed - f0);
 }
 
 /* ---------------------------------------------------------------- main */
 
+static const char kProg[] = "test_oneshot";
+
+static void usage(FILE *to) {
+  fprintf(to,
+          "usage: %s [N] [--small] [--seed S]\n"
+          "GPU test of symmpin's all-reduce kernels (kernels/allreduce.h): N simulated ranks\n"
+          "(1..%d, default 2) in this process, rank r on visible GPU r %% ngpus.\n"
+          "  --small      a small subset with 1 s waits (for compute-sanitizer)\n"
+          "  --seed S     seed of the random inputs (default 0x5eed1234abcd; printed first)\n"
+          "  --help       print this and exit\n"
+          "  --version    print symmpin's version and git revision and exit\n"
+          "Prints one line per group of checks, last 'test_oneshot: P passed, F failed'.\n"
+          "Exit status: 0 all passed, 1 a check failed, 2 bad usage or no usable GPU.\n",
+          kProg, SYMMPIN_KERNEL_MAX_RANKS);
+}
+
 int main(int argc, char **argv) {
   bool small = false;
   uint64_t seed = 0x5eed1234abcdull;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--small")) small = true;
-    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 0);
-    else if (argv[i][0] >= '1' && argv[i][0] <= '9') N = atoi(argv[i]);
-    else {
-      fprintf(stderr, "usage: test_oneshot [N (1..%d)] [--small] [--seed S]\n", SYMMPIN_MAX_RANKS);
-      return 2;
+  static const struct option longopts[] = {
+      {"small", no_argument, nullptr, 's'},
+      {"seed", required_argument, nullptr, 'S'},
+      {"help", no_argument, nullptr, 'h'},
+      {"version", no_argument, nullptr, 'V'},
+      {nullptr, 0, nullptr, 0},
+  };
+  opterr = 0;
+  int o;
+  while ((o = getopt_long(argc, argv, ":h", longopts, nullptr)) != -1) {
+    switch (o) {
+    case 's': small = true; break;
+    case 'S': {
+      char *end = nullptr;
+      errno = 0;
+      unsigned long long v = strtoull(optarg, &end, 0); /* decimal or the printed 0x form */
+      if (errno || end == optarg || *end || optarg[0] == '-')
+        return symmpin_test_usage_error(kProg, "--seed: not a number: '%s'", optarg);
+      seed = v;
+      break;
+    }
+    case 'h': usage(stdout); return 0;
+    case 'V': return symmpin_test_print_version(kProg);
+    default: return symmpin_test_option_error(kProg, o, argv, longopts); /* '?' or ':' */
     }
   }
-  if (N < 1 || N > SYMMPIN_MAX_RANKS) {
-    fprintf(stderr, "test_oneshot: N must be 1..%d\n", SYMMPIN_MAX_RANKS);
-    return 2;
+  if (optind < argc) {
+    long n;
+    if (!symmpin_test_parse_int(argv[optind], 1, SYMMPIN_KERNEL_MAX_RANKS, &n))
+      return symmpin_test_usage_error(kProg, "N must be a number in 1..%d, not '%s'",
+                                      SYMMPIN_KERNEL_MAX_RANKS, argv[optind]);
+    N = (int)n;
+    optind++;
   }
+  if (optind < argc)
+    return symmpin_test_usage_error(kProg, "unexpected argument '%s'", argv[optind]);
   /* Up to 2 streams per simulated rank on one GPU: enough hardware queues that independent
    * streams never serialize behind each other (that could make spin-waiting ranks wait on
    * kernels queued behind themselves). Must be set before the CUDA context exists. */
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  /* Load every kernel when the context is created. With lazy loading (the CUDA default) the
+   * first launch of a kernel can wait for kernels already running on the device, and those spin
+   * for a peer whose launch comes later from this same thread: `2 --small` (which reaches the
+   * two-stream group with a kernel not launched before) timed out on one H200 with EAGER unset,
+   * with the kernels from before issue 9 as well, and passed with it. */
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   g_rng = seed;
   if (small) g_timeout_cycles = 2000000000ull; /* ~1 s: a serializing tool fails fast, not slowly */
   CK(cudaGetDeviceCount(&g_ngpus));
@@ -843,24 +903,24 @@ int main(int argc, char **argv) {
   size_t big = 0, bigd = 0;
   size_t maxcount = small ? (512u << 10) / N + 2 : 1048577 + (512u << 10) / N + 2;
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
-    size_t s = symmpin_oneshot_slot_bytes(maxcount, d, N, SYMMPIN_FORM_STAGED);
-    size_t t = symmpin_oneshot_slot_bytes(maxcount, d, N, SYMMPIN_FORM_DIRECT);
+    size_t s = symmpin_kernel_slot_bytes(maxcount, d, N, SYMMPIN_INPUT_STAGED);
+    size_t t = symmpin_kernel_slot_bytes(maxcount, d, N, SYMMPIN_INPUT_IN_SLOT);
     big = s > big ? s : big, bigd = t > bigd ? t : bigd;
   }
   g_slot_bytes[SLOT_STAGED] = big;
-  g_slot_bytes[SLOT_DIRECT] = bigd;
-  g_slot_bytes[SLOT_B2B] = symmpin_oneshot_slot_bytes(400000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
-  g_slot_bytes[SLOT_STREAM0] = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
-  g_slot_bytes[SLOT_STREAM1] = symmpin_oneshot_slot_bytes(3000, SYMMPIN_BFLOAT16, N, SYMMPIN_FORM_DIRECT);
-  g_slot_bytes[SLOT_GRAPH_LL] = symmpin_oneshot_slot_bytes(3001, SYMMPIN_BFLOAT16, N, SYMMPIN_FORM_STAGED);
-  g_slot_bytes[SLOT_GRAPH_DIRECT] = symmpin_oneshot_slot_bytes(1025, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_DIRECT);
+  g_slot_bytes[SLOT_IN_SLOT] = bigd;
+  g_slot_bytes[SLOT_B2B] = symmpin_kernel_slot_bytes(400000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_STREAM0] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_STREAM1] = symmpin_kernel_slot_bytes(3000, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_IN_SLOT);
+  g_slot_bytes[SLOT_GRAPH_LL] = symmpin_kernel_slot_bytes(3001, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_GRAPH_IN_SLOT] = symmpin_kernel_slot_bytes(1025, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
   g_slot_bytes[SLOT_GRAPH_COPY] =
-      symmpin_oneshot_slot_bytes((512u << 10) / N / 4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
-  g_slot_bytes[SLOT_TO_LL] = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
-  g_slot_bytes[SLOT_TO_DIRECT] = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_DIRECT);
+      symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_TO_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_TO_IN_SLOT] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
   g_slot_bytes[SLOT_TO_COPY] =
-      symmpin_oneshot_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
-  g_slot_bytes[SLOT_API] = symmpin_oneshot_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_FORM_STAGED);
+      symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   size_t pool_bytes = 0;
   for (int k = 0; k < NSLOTS; k++) {
     g_slot_off[k] = pool_bytes;
@@ -887,14 +947,14 @@ int main(int argc, char **argv) {
   test_api();
   test_matrix(small);
   int K = small ? 20 : 1000;
-  test_back_to_back(SYMMPIN_FORM_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_B2B);
-  test_back_to_back(SYMMPIN_FORM_STAGED, true, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 777, K, SLOT_B2B);
-  test_back_to_back(SYMMPIN_FORM_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 400000, small ? 5 : 30,
+  test_back_to_back(SYMMPIN_INPUT_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_B2B);
+  test_back_to_back(SYMMPIN_INPUT_STAGED, true, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 777, K, SLOT_B2B);
+  test_back_to_back(SYMMPIN_INPUT_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 400000, small ? 5 : 30,
                     SLOT_B2B);
-  /* direct back-to-back needs a slot never used staged: reuse the direct matrix slot */
-  test_back_to_back(SYMMPIN_FORM_DIRECT, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_DIRECT);
-  test_back_to_back(SYMMPIN_FORM_DIRECT, true, SYMMPIN_INT32, SYMMPIN_SUM, 20001, small ? 20 : 300,
-                    SLOT_DIRECT);
+  /* in-slot back-to-back needs a slot never used staged: reuse the in-slot matrix slot */
+  test_back_to_back(SYMMPIN_INPUT_IN_SLOT, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_IN_SLOT);
+  test_back_to_back(SYMMPIN_INPUT_IN_SLOT, true, SYMMPIN_INT32, SYMMPIN_SUM, 20001, small ? 20 : 300,
+                    SLOT_IN_SLOT);
   test_graph(small ? 3 : 100);
   test_streams(small ? 10 : 200);
   test_timeout();

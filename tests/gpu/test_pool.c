@@ -7,7 +7,9 @@
  * Each rank fills its pool with a rank-specific random pattern, then (after a board barrier)
  * reads every rank's pool through symmpin_pool_addr with cudaMemcpy and with a kernel that loads
  * peer memory directly; the pool then grows by a second chunk and everything is checked again.
- * Prints `test_pool: N passed, M failed` and exits non-zero on any failure. */
+ * Pools grow with symmpin_pool_grow (symmem/grow.h: reserve, post, attach, agree), given every
+ * rank the calling thread drives. Prints `test_pool: N passed, M failed` and exits non-zero on any
+ * failure; --help for the options. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +20,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "symmem/board.h"
+#include "symmem/grow.h"
 #include "symmem/pool.h"
+#include "tests/gpu/gpu_common.h"
 #include "tests/symmem/pool_pattern.h"
+
+#define PROG "test_pool"
 
 extern char **environ;
 
@@ -68,21 +73,25 @@ static void check(rank_ctx *c, int ok, const char *fmt, ...) {
 
 static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 
-/* ---- steps: each is a "post" half and a "read" half, so that one thread can post for all its
- * ranks before reading any (--single) -------------------------------------------------------- */
+/* ---- steps: a "post" half and a "read" half, so that one thread can post for all its ranks
+ * before reading any (--single); growth is one blocking call over all of them ----------------- */
 
 typedef enum step {
-  STEP_FACTS,   /* post eligibility facts; read: check_peers */
-  STEP_GROW,    /* post a pool export record; read: attach, fill own new chunk */
-  STEP_VERIFY,  /* post size (barrier: everyone filled); read: verify every rank's pool */
-  STEP_NOGROW,  /* reserve no more than the size: empty records, nothing changes */
-  STEP_UNMAP,   /* unmap peers, post (barrier: nobody maps our chunks any more) */
+  STEP_FACTS,  /* post eligibility facts; read: check_peers */
+  STEP_GROW,   /* symmpin_pool_grow to the next size; then check and fill own new chunk */
+  STEP_VERIFY, /* post size (barrier: everyone filled); read: verify every rank's pool */
+  STEP_NOGROW, /* symmpin_pool_grow to less than the size: empty records, nothing changes */
+  STEP_UNMAP,  /* unmap peers, post (barrier: nobody maps our chunks any more) */
   STEP_COUNT
 } step;
 
 static const step plan[] = {STEP_FACTS, STEP_GROW,   STEP_VERIFY, STEP_NOGROW,
                             STEP_GROW,  STEP_VERIFY, STEP_UNMAP};
 #define PLAN_STEPS (sizeof(plan) / sizeof(plan[0]))
+
+/* Growth steps block in symmpin_pool_grow, which gets every rank of the calling thread at once;
+ * the other steps are a "post" half and a "read" half. */
+static bool step_grows(step s) { return s == STEP_GROW || s == STEP_NOGROW; }
 
 static int cuda_ok(rank_ctx *c, cudaError_t e, const char *what) {
   check(c, e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
@@ -101,19 +110,6 @@ static void step_post(rank_ctx *c, step s) {
     c->out_bytes = sizeof(f);
     break;
   }
-  case STEP_GROW: {
-    size_t want = grow_target(symmpin_pool_size(c->pool), c->nchunks);
-    symmpin_status st = symmpin_pool_reserve(c->pool, want, c->out);
-    check(c, st == SYMMPIN_OK, "reserve(%zu): %s", want, symmpin_status_name(st));
-    c->out_bytes = SYMMPIN_POOL_EXPORT_BYTES;
-    break;
-  }
-  case STEP_NOGROW: {
-    symmpin_status st = symmpin_pool_reserve(c->pool, symmpin_pool_size(c->pool) - 1, c->out);
-    check(c, st == SYMMPIN_OK, "reserve(size - 1): %s", symmpin_status_name(st));
-    c->out_bytes = SYMMPIN_POOL_EXPORT_BYTES;
-    break;
-  }
   case STEP_VERIFY: {
     uint64_t size = symmpin_pool_size(c->pool);
     memcpy(c->out, &size, sizeof(size));
@@ -128,8 +124,7 @@ static void step_post(rank_ctx *c, step s) {
     check(c, symmpin_pool_addr(c->pool, c->rank, 0) != NULL, "own address after unmap_peers");
     break;
   }
-  default:
-    break;
+  default: break;
   }
   c->round++;
   symmpin_status st = symmpin_board_post(c->board, c->round, c->out, c->out_bytes, c->tid);
@@ -157,7 +152,8 @@ static void verify_range(rank_ctx *c, int r, size_t from, size_t to, uint64_t *h
   unsigned long long kbad = ~0ull;
   int e = symmpin_test_check(src, from / 8, words, c->seed, r, &kbad);
   if (cuda_ok(c, (cudaError_t)e, "check kernel on peer memory"))
-    check(c, kbad == 0, "kernel loads of rank %d's [%zu, %zu): %llu words differ", r, from, to, kbad);
+    check(c, kbad == 0, "kernel loads of rank %d's [%zu, %zu): %llu words differ", r, from, to,
+          kbad);
 }
 
 static void step_read(rank_ctx *c, step s) {
@@ -189,52 +185,6 @@ static void step_read(rank_ctx *c, step s) {
             "uuid of rank %d vs device", r);
     break;
   }
-  case STEP_GROW: {
-    size_t old = symmpin_pool_size(c->pool);
-    st = symmpin_pool_attach(c->pool, blobs);
-    check(c, st == SYMMPIN_OK, "attach: %s", symmpin_status_name(st));
-    if (st != SYMMPIN_OK) return;
-    size_t size = symmpin_pool_size(c->pool);
-    size_t want = grow_target(old, c->nchunks);
-    size_t expect = want; /* a chunk covers exactly what was asked for (its allocation is rounded) */
-    check(c, size == expect, "size %zu after growing to %zu, expected %zu", size, want, expect);
-    c->chunk_end[c->nchunks++] = size;
-    /* Offsets are the same slots everywhere: own chunk starts where the old size ended. */
-    void *mine = symmpin_pool_addr(c->pool, c->rank, old);
-    size_t off = 12345;
-    check(c, mine && symmpin_pool_contains(c->pool, mine, &off) && off == old,
-          "contains(own addr %zu) -> %zu", old, off);
-    check(c, symmpin_pool_contains(c->pool, (char *)mine + 8, &off) && off == old + 8,
-          "contains(own addr + 8)");
-    check(c, symmpin_pool_addr(c->pool, c->rank, size) == NULL, "addr past the end");
-    check(c, !symmpin_pool_fits(c->pool, size - 8, 16), "fits past the end");
-    check(c, symmpin_pool_fits(c->pool, size - 8, 8), "fits at the end");
-    if (c->nchunks == 2)
-      check(c, !symmpin_pool_fits(c->pool, old - 8, 16), "a slot straddling two chunks fits");
-    for (int r = 0; r < c->nranks; r++) {
-      if (r == c->rank) continue;
-      void *peer = symmpin_pool_addr(c->pool, r, old);
-      check(c, peer != NULL && peer != mine, "rank %d's chunk maps to %p (mine %p)", r, peer, mine);
-      check(c, !symmpin_pool_contains(c->pool, peer, &off), "peer memory counted as own");
-    }
-    /* New chunks arrive zeroed (kernels rely on zeroed flags). */
-    uint64_t head[64];
-    if (cuda_ok(c, cudaMemcpy(head, mine, sizeof(head), cudaMemcpyDefault), "cudaMemcpy own")) {
-      int zero = 1;
-      for (int i = 0; i < 64; i++) zero &= head[i] == 0;
-      check(c, zero, "a fresh chunk is not zeroed");
-    }
-    int e = symmpin_test_fill(mine, old / 8, (size - old) / 8, c->seed, c->rank);
-    cuda_ok(c, (cudaError_t)e, "fill kernel");
-    break;
-  }
-  case STEP_NOGROW: {
-    size_t before = symmpin_pool_size(c->pool);
-    st = symmpin_pool_attach(c->pool, blobs);
-    check(c, st == SYMMPIN_OK && symmpin_pool_size(c->pool) == before, "attach without growth: %s",
-          symmpin_status_name(st));
-    break;
-  }
   case STEP_VERIFY: {
     uint64_t mine = symmpin_pool_size(c->pool);
     for (int r = 0; r < c->nranks; r++) {
@@ -262,8 +212,76 @@ static void step_read(rank_ctx *c, step s) {
     free(host);
     break;
   }
-  default:
-    break;
+  default: break;
+  }
+}
+
+/* After a growth from `old` bytes: the new chunk is where the old size ended on every rank,
+ * zeroed, and separate from the peers' chunks; then this rank fills it with its pattern. */
+static void check_grown(rank_ctx *c, size_t old) {
+  cudaSetDevice(c->device);
+  size_t size = symmpin_pool_size(c->pool);
+  size_t want = grow_target(old, c->nchunks);
+  size_t expect = want; /* a chunk covers exactly what was asked for (its allocation is rounded) */
+  check(c, size == expect, "size %zu after growing to %zu, expected %zu", size, want, expect);
+  c->chunk_end[c->nchunks++] = size;
+  /* Offsets are the same slots everywhere: own chunk starts where the old size ended. */
+  void *mine = symmpin_pool_addr(c->pool, c->rank, old);
+  size_t off = 12345;
+  check(c, mine && symmpin_pool_contains(c->pool, mine, &off) && off == old,
+        "contains(own addr %zu) -> %zu", old, off);
+  check(c, symmpin_pool_contains(c->pool, (char *)mine + 8, &off) && off == old + 8,
+        "contains(own addr + 8)");
+  check(c, symmpin_pool_addr(c->pool, c->rank, size) == NULL, "addr past the end");
+  check(c, !symmpin_pool_fits(c->pool, size - 8, 16), "fits past the end");
+  check(c, symmpin_pool_fits(c->pool, size - 8, 8), "fits at the end");
+  if (c->nchunks == 2)
+    check(c, !symmpin_pool_fits(c->pool, old - 8, 16), "a slot straddling two chunks fits");
+  for (int r = 0; r < c->nranks; r++) {
+    if (r == c->rank) continue;
+    void *peer = symmpin_pool_addr(c->pool, r, old);
+    check(c, peer != NULL && peer != mine, "rank %d's chunk maps to %p (mine %p)", r, peer, mine);
+    check(c, !symmpin_pool_contains(c->pool, peer, &off), "peer memory counted as own");
+  }
+  /* New chunks arrive zeroed (kernels rely on zeroed flags). */
+  uint64_t head[64];
+  if (cuda_ok(c, cudaMemcpy(head, mine, sizeof(head), cudaMemcpyDefault), "cudaMemcpy own")) {
+    int zero = 1;
+    for (int i = 0; i < 64; i++) zero &= head[i] == 0;
+    check(c, zero, "a fresh chunk is not zeroed");
+  }
+  int e = symmpin_test_fill(mine, old / 8, (size - old) / 8, c->seed, c->rank);
+  cuda_ok(c, (cudaError_t)e, "fill kernel");
+}
+
+/* STEP_GROW / STEP_NOGROW for the n ranks this thread drives (c[0..n-1], one rank or all). */
+static void step_grow(rank_ctx *c, int n, step s) {
+  symmpin_pool *pools[MAX_RANKS];
+  symmpin_board *boards[MAX_RANKS];
+  size_t old[MAX_RANKS];
+  for (int l = 0; l < n; l++) {
+    pools[l] = c[l].pool;
+    boards[l] = c[l].board;
+    old[l] = symmpin_pool_size(c[l].pool);
+  }
+  /* NOGROW asks for less than the size: reserve posts empty records, attach changes nothing. */
+  size_t want = s == STEP_GROW ? grow_target(old[0], c[0].nchunks) : old[0] - 1;
+  symmpin_pool_grow_args args = {.nranks = c[0].nranks,
+                                 .bytes = want,
+                                 .round = c[0].round + 1,
+                                 .timeout_ms = WAIT_MS,
+                                 .tid = c[0].tid};
+  char why[160];
+  symmpin_status st = symmpin_pool_grow(pools, boards, n, &args, why, sizeof(why));
+  for (int l = 0; l < n; l++) {
+    c[l].round += SYMMPIN_POOL_GROW_ROUNDS;
+    check(&c[l], st == SYMMPIN_OK, "grow to %zu: %s (%s)", want, symmpin_status_name(st), why);
+    if (st != SYMMPIN_OK) continue;
+    if (s == STEP_GROW)
+      check_grown(&c[l], old[l]);
+    else
+      check(&c[l], symmpin_pool_size(c[l].pool) == old[l], "size %zu after no growth, was %zu",
+            symmpin_pool_size(c[l].pool), old[l]);
   }
 }
 
@@ -294,8 +312,12 @@ static void ctx_close(rank_ctx *c) {
 static void rank_run(rank_ctx *c) {
   if (ctx_open(c) == 0) {
     for (size_t i = 0; i < PLAN_STEPS; i++) {
-      step_post(c, plan[i]);
-      step_read(c, plan[i]);
+      if (step_grows(plan[i])) {
+        step_grow(c, 1, plan[i]);
+      } else {
+        step_post(c, plan[i]);
+        step_read(c, plan[i]);
+      }
       if (c->failed) break; /* later steps depend on earlier ones */
     }
   }
@@ -332,10 +354,7 @@ static void ctx_init(rank_ctx *c, int rank, int nranks, int ngpus, symmpin_comm_
 
 static void random_key(symmpin_comm_key *key, uint64_t *seed) {
   uint64_t r[3];
-  if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-    perror("getrandom");
-    exit(2);
-  }
+  if (!symmpin_test_random_bytes(r, sizeof(r))) symmpin_test_die("getrandom: %s", strerror(errno));
   key->hi = r[0];
   key->lo = r[1];
   *seed = r[2];
@@ -386,18 +405,25 @@ static int run_single(int n) {
     ctx_init(&c[r], r, n, ngpus, key, seed);
     ok &= ctx_open(&c[r]) == 0;
   }
+  bool self_wait_checked = false;
   for (size_t i = 0; ok && i < PLAN_STEPS; i++) {
-    step_post(&c[0], plan[i]);
-    if (i == 1 && n > 1) {
-      /* Rank 0 posted this round, rank 1 (this thread's too) not yet: waiting would deadlock,
-       * so the board must say DISAGREE at once. */
-      int missing = -1;
-      symmpin_status st = symmpin_board_wait(c[0].board, c[0].round, WAIT_MS, c[0].tid, &missing);
-      check(&c[0], st == SYMMPIN_ERR_DISAGREE && missing == 1,
-            "wait on a rank of the same thread: %s, missing %d", symmpin_status_name(st), missing);
+    if (step_grows(plan[i])) {
+      step_grow(c, n, plan[i]);
+    } else {
+      step_post(&c[0], plan[i]);
+      if (n > 1 && c[1].round > 0 && !self_wait_checked) {
+        /* Rank 0 posted this round, rank 1 (whose last post came from this thread) not yet:
+         * waiting would deadlock, so the board must say DISAGREE at once. */
+        int missing = -1;
+        symmpin_status st = symmpin_board_wait(c[0].board, c[0].round, WAIT_MS, c[0].tid, &missing);
+        check(&c[0], st == SYMMPIN_ERR_DISAGREE && missing == 1,
+              "wait on a rank of the same thread: %s, missing %d", symmpin_status_name(st),
+              missing);
+        self_wait_checked = true;
+      }
+      for (int r = 1; r < n; r++) step_post(&c[r], plan[i]);
+      for (int r = 0; r < n; r++) step_read(&c[r], plan[i]);
     }
-    for (int r = 1; r < n; r++) step_post(&c[r], plan[i]);
-    for (int r = 0; r < n; r++) step_read(&c[r], plan[i]);
     for (int r = 0; r < n; r++) ok &= c[r].failed == 0;
   }
   int passed = 0, failed = 0;
@@ -456,7 +482,8 @@ static int run_procs(int n) {
   for (int r = 0; r < n; r++) {
     char rstr[16];
     snprintf(rstr, sizeof(rstr), "%d", r);
-    char *argv[] = {"test_pool", "--child", rstr, nstr, keyhex, fdstr, NULL};
+    char *argv[] = {PROG,    "--procs", nstr,          "--child", rstr,
+                    "--key", keyhex,    "--report-fd", fdstr,     NULL};
     int e = posix_spawn(&pids[r], "/proc/self/exe", &fa, NULL, argv, environ);
     if (e != 0) {
       fprintf(stderr, "test_pool: posix_spawn: %s\n", strerror(e));
@@ -491,21 +518,82 @@ static int run_procs(int n) {
   return report(passed, failed);
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: test_pool --procs N | --threads N | --single N   (1 <= N <= %d)\n",
-          MAX_RANKS);
-  return 2;
+static void usage(void) {
+  printf(
+      "usage: " PROG " --procs N | --threads N | --single N   (1 <= N <= %d)\n"
+      "GPU test of symmetric pools (symmem/pool.h, grown with symmem/grow.h) over a board, with\n"
+      "N ranks on GPU r %% ngpus (one GPU works). Prints '" PROG ": P passed, F failed'.\n"
+      "  --procs N       ranks as N processes (spawned copies of this program, CUDA IPC)\n"
+      "  --threads N     ranks as N threads of this process\n"
+      "  --single N      one thread drives all N ranks (post, then read: never blocks on itself)\n"
+      "  -h, --help      this text\n"
+      "  --version       the version and git revision\n",
+      MAX_RANKS);
 }
+
+enum { OPT_PROCS = 256, OPT_THREADS, OPT_SINGLE, OPT_VERSION, OPT_CHILD, OPT_KEY, OPT_FD };
+
+static const struct option longopts[] = {
+    {"procs", required_argument, NULL, OPT_PROCS},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"single", required_argument, NULL, OPT_SINGLE},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    /* internal: a child of --procs is "--procs N --child RANK --key HEX --report-fd FD" */
+    {"child", required_argument, NULL, OPT_CHILD},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"report-fd", required_argument, NULL, OPT_FD},
+    {NULL, 0, NULL, 0},
+};
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc == 6 && strcmp(argv[1], "--child") == 0)
-    return run_child(atoi(argv[2]), atoi(argv[3]), argv[4], atoi(argv[5]));
-  if (argc != 3) return usage();
-  int n = atoi(argv[2]);
-  if (n < 1 || n > MAX_RANKS) return usage();
-  if (strcmp(argv[1], "--procs") == 0) return run_procs(n);
-  if (strcmp(argv[1], "--threads") == 0) return run_threads(n);
-  if (strcmp(argv[1], "--single") == 0) return run_single(n);
-  return usage();
+  int mode = 0, n = 0, child = -1, fd = -1, c;
+  long v = 0;
+  const char *key = NULL;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'h': usage(); return 0;
+    case OPT_VERSION: return symmpin_test_print_version(PROG);
+    case OPT_PROCS:
+    case OPT_THREADS:
+    case OPT_SINGLE:
+      if (mode && mode != c)
+        return symmpin_test_usage_error(PROG, "give one of --procs, --threads, --single");
+      if (!symmpin_test_parse_int(optarg, 1, MAX_RANKS, &v))
+        return symmpin_test_usage_error(PROG, "--%s takes 1..%d ranks, not '%s'",
+                                        c == OPT_PROCS     ? "procs"
+                                        : c == OPT_THREADS ? "threads"
+                                                           : "single",
+                                        MAX_RANKS, optarg);
+      mode = c;
+      n = (int)v;
+      break;
+    case OPT_CHILD:
+      if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
+        return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);
+      child = (int)v;
+      break;
+    case OPT_KEY: key = optarg; break;
+    case OPT_FD:
+      if (!symmpin_test_parse_int(optarg, 0, 1 << 20, &v))
+        return symmpin_test_usage_error(PROG, "bad --report-fd '%s'", optarg);
+      fd = (int)v;
+      break;
+    default: return symmpin_test_option_error(PROG, c, argv, longopts);
+    }
+  }
+  if (optind < argc)
+    return symmpin_test_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+  if (!mode) return symmpin_test_usage_error(PROG, "give one of --procs, --threads, --single");
+  if (child >= 0) {
+    if (mode != OPT_PROCS || !key || fd < 0 || child >= n)
+      return symmpin_test_usage_error(PROG,
+                                      "--child needs --procs N (N > RANK), --key, --report-fd");
+    return run_child(child, n, key, fd);
+  }
+  if (mode == OPT_PROCS) return run_procs(n);
+  if (mode == OPT_THREADS) return run_threads(n);
+  return run_single(n);
 }

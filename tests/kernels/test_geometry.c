@@ -1,14 +1,17 @@
-/* CPU tests of the kernels' host logic: supports() table, slot sizes against a host-side model of
- * the slot layout, variant choice and launch geometry (kernels/geometry.c, kernels/layout.h).
+/* CPU tests of the kernels' host logic (kernels/select.c): supports() against common/types.h's
+ * lists, slot sizes against a host-side model of the one-shot slot layout
+ * (kernels/oneshot_layout.h), slot classes, algorithm choice and launch geometry.
  * No GPU and no CUDA call: the layout model below mirrors what oneshot.cu addresses. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/layout.h"
-#include "kernels/oneshot.h"
+#include "kernels/allreduce.h"
+#include "kernels/oneshot_layout.h"
+#include "kernels/select.h"
 
 static const size_t counts[] = {0,    1,    2,    3,    7,     8,     9,      15,     16,
                                 17,   31,   255,  256,  257,   1023,  4095,   4096,   4097,
@@ -20,31 +23,193 @@ static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 Test(kernels_supports, every_nccl_type_and_builtin_op) {
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++)
     for (int op = 0; op < SYMMPIN_OP_COUNT; op++)
-      cr_expect(symmpin_oneshot_supports(d, op), "dtype %d op %d should be supported", d, op);
+      cr_expect(symmpin_kernel_supports(d, op), "dtype %d op %d should be supported", d, op);
 }
 
 Test(kernels_supports, rejects_unknown_values) {
-  cr_expect_not(symmpin_oneshot_supports(-1, SYMMPIN_SUM));
-  cr_expect_not(symmpin_oneshot_supports(SYMMPIN_DTYPE_COUNT, SYMMPIN_SUM));
-  cr_expect_not(symmpin_oneshot_supports(SYMMPIN_FLOAT32, SYMMPIN_OP_COUNT)); /* PreMulSum ops */
-  cr_expect_not(symmpin_oneshot_supports(SYMMPIN_FLOAT32, -1));
-  cr_expect_eq(symmpin_oneshot_slot_bytes(10, SYMMPIN_DTYPE_COUNT, 2, SYMMPIN_FORM_STAGED), 0);
-  cr_expect_eq(symmpin_oneshot_slot_bytes(10, SYMMPIN_FLOAT32, 0, SYMMPIN_FORM_STAGED), 0);
-  cr_expect_eq(symmpin_oneshot_slot_bytes(10, SYMMPIN_FLOAT32, SYMMPIN_MAX_RANKS + 1,
-                                          SYMMPIN_FORM_STAGED), 0);
-  cr_expect_eq(symmpin_oneshot_slot_bytes(10, SYMMPIN_FLOAT32, 2, (symmpin_oneshot_form)7), 0);
-  cr_expect_eq(symmpin_oneshot_slot_bytes(SIZE_MAX / 2, SYMMPIN_FLOAT64, 2, SYMMPIN_FORM_STAGED),
+  cr_expect_not(symmpin_kernel_supports(-1, SYMMPIN_SUM));
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_DTYPE_COUNT, SYMMPIN_SUM));
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_FLOAT32, SYMMPIN_OP_COUNT)); /* PreMulSum ops */
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_FLOAT32, -1));
+  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_DTYPE_COUNT, 2, SYMMPIN_INPUT_STAGED), 0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_FLOAT32, 0, SYMMPIN_INPUT_STAGED), 0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_FLOAT32, SYMMPIN_KERNEL_MAX_RANKS + 1,
+                                          SYMMPIN_INPUT_STAGED), 0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_FLOAT32, 2, (symmpin_kernel_input)7), 0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SIZE_MAX / 2, SYMMPIN_FLOAT64, 2, SYMMPIN_INPUT_STAGED),
                0, "overflowing sizes are refused, not wrapped");
+}
+
+/* common/types.h's lists, with kernels/select.h's entry for each. */
+static const struct {
+  const char *name;
+  int value;
+  size_t bytes;
+  int has_kernel;
+} listed_dtypes[] = {
+#define SYMMPIN_X(name, value, str, bytes) {#name, value, bytes, SYMMPIN_KERNEL_DTYPE_##name},
+    SYMMPIN_DTYPES(SYMMPIN_X)
+#undef SYMMPIN_X
+};
+static const struct {
+  const char *name;
+  int value;
+  int has_kernel;
+} listed_ops[] = {
+#define SYMMPIN_X(name, value, str) {#name, value, SYMMPIN_KERNEL_OP_##name},
+    SYMMPIN_OPS(SYMMPIN_X)
+#undef SYMMPIN_X
+};
+#define NLISTED_DTYPES (sizeof listed_dtypes / sizeof listed_dtypes[0])
+#define NLISTED_OPS (sizeof listed_ops / sizeof listed_ops[0])
+
+static bool dtype_listed(int v) {
+  for (size_t i = 0; i < NLISTED_DTYPES; i++)
+    if (listed_dtypes[i].value == v) return true;
+  return false;
+}
+
+static bool op_listed(int v) {
+  for (size_t i = 0; i < NLISTED_OPS; i++)
+    if (listed_ops[i].value == v) return true;
+  return false;
+}
+
+/* supports() follows the lists entry by entry: a (datatype, op) pair is supported exactly when
+ * both entries say there is a kernel, and only then does the datatype get a slot and a geometry. */
+Test(kernels_supports, follows_the_datatype_and_op_lists) {
+  cr_assert_gt(NLISTED_DTYPES, 0);
+  cr_assert_gt(NLISTED_OPS, 0);
+  for (size_t i = 0; i < NLISTED_DTYPES; i++) {
+    int d = listed_dtypes[i].value;
+    bool has = listed_dtypes[i].has_kernel != 0;
+    cr_expect_eq(symmpin_dtype_size(d), listed_dtypes[i].bytes, "%s: size", listed_dtypes[i].name);
+    for (size_t j = 0; j < NLISTED_OPS; j++) {
+      bool want = has && listed_ops[j].has_kernel;
+      cr_expect_eq(symmpin_kernel_supports(d, listed_ops[j].value), want, "%s / %s: supports %d",
+                   listed_dtypes[i].name, listed_ops[j].name, !want);
+    }
+    for (int f = 0; f < 2; f++) {
+      cr_expect_eq(symmpin_kernel_slot_bytes(100, d, 2, (symmpin_kernel_input)f) != 0, has,
+                   "%s form %d: a slot size exactly when it has a kernel", listed_dtypes[i].name,
+                   f);
+      cr_expect_eq(symmpin_kernel_geometry_for(100, d, 2, (symmpin_kernel_input)f).blocks != 0, has,
+                   "%s form %d: a geometry exactly when it has a kernel", listed_dtypes[i].name, f);
+    }
+  }
+}
+
+/* Values the lists do not name (gaps, beyond either end, user-defined ops) are never supported. */
+Test(kernels_supports, refuses_every_value_the_lists_do_not_name) {
+  int hi = 0;
+  for (size_t i = 0; i < NLISTED_DTYPES; i++)
+    if (listed_dtypes[i].value > hi) hi = listed_dtypes[i].value;
+  for (size_t j = 0; j < NLISTED_OPS; j++)
+    if (listed_ops[j].value > hi) hi = listed_ops[j].value;
+  int values[64 + 6] = {INT32_MIN, -1000, 255, 256, 1000, INT32_MAX}, nvalues = 6;
+  for (int v = -8; v <= hi + 8 && nvalues < 70; v++) values[nvalues++] = v;
+  for (int k = 0; k < nvalues; k++) {
+    int v = values[k];
+    if (!dtype_listed(v)) {
+      for (size_t j = 0; j < NLISTED_OPS; j++)
+        cr_expect_not(symmpin_kernel_supports(v, listed_ops[j].value), "dtype %d is not listed", v);
+      cr_expect_eq(symmpin_kernel_slot_bytes(100, v, 2, SYMMPIN_INPUT_STAGED), 0, "dtype %d", v);
+    }
+    if (!op_listed(v))
+      for (size_t i = 0; i < NLISTED_DTYPES; i++)
+        cr_expect_not(symmpin_kernel_supports(listed_dtypes[i].value, v), "op %d is not listed", v);
+  }
+}
+
+/* Slot classes: a valid number for every shape (preload/engine.c multiplies them into sharing
+ * classes, planner/record.h), also for shapes the kernels refuse; deterministic; named. */
+Test(kernels_slot_class, in_range_for_every_shape_and_deterministic) {
+  cr_assert_gt(SYMMPIN_KERNEL_SLOT_CLASSES, 0);
+  for (int d = -2; d <= SYMMPIN_DTYPE_COUNT + 1; d++)
+    for (int n = -1; n <= SYMMPIN_KERNEL_MAX_RANKS + 1; n++)
+      for (int f = 0; f < 3; f++)
+        for (size_t i = 0; i < NCOUNTS; i++) {
+          int k = symmpin_kernel_slot_class(counts[i], d, n, (symmpin_kernel_input)f);
+          cr_assert(k >= 0 && k < SYMMPIN_KERNEL_SLOT_CLASSES,
+                    "dtype %d n %d form %d count %zu: class %d", d, n, f, counts[i], k);
+          cr_expect_eq(symmpin_kernel_slot_class(counts[i], d, n, (symmpin_kernel_input)f), k);
+        }
+}
+
+Test(kernels_slot_class, names) {
+  for (int k = 0; k < SYMMPIN_KERNEL_SLOT_CLASSES; k++) {
+    const char *a = symmpin_kernel_slot_class_name(k);
+    cr_assert_not_null(a, "class %d has no name", k);
+    cr_expect_gt(strlen(a), 0);
+    for (int j = 0; j < k; j++)
+      cr_expect_str_neq(a, symmpin_kernel_slot_class_name(j), "classes %d and %d share a name", j,
+                        k);
+  }
+  cr_expect_null(symmpin_kernel_slot_class_name(-1));
+  cr_expect_null(symmpin_kernel_slot_class_name(SYMMPIN_KERNEL_SLOT_CLASSES));
+  /* symmpin-replay prints these (tests/planner/test_replay.py looks for "copy") */
+  int ll = symmpin_kernel_slot_class(1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
+  int copy = symmpin_kernel_slot_class(1 << 22, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
+  int in_slot = symmpin_kernel_slot_class(1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_IN_SLOT);
+  cr_expect_str_eq(symmpin_kernel_slot_class_name(ll), "LL");
+  cr_expect_str_eq(symmpin_kernel_slot_class_name(copy), "copy");
+  cr_expect_str_eq(symmpin_kernel_slot_class_name(in_slot), "in-slot");
+}
+
+/* What the rule is for: two shapes whose algorithms differ (different slot layouts, or different
+ * input forms, whose areas overlap) never share a class. Checked over every supported shape around
+ * the LL/copy threshold. */
+Test(kernels_slot_class, differs_whenever_the_algorithm_differs) {
+  int class_of[SYMMPIN_ALGO_COUNT];
+  for (int a = 0; a < SYMMPIN_ALGO_COUNT; a++) class_of[a] = -1;
+  for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
+    if (!symmpin_kernel_supports(d, SYMMPIN_SUM)) continue;
+    size_t esize = symmpin_dtype_size(d);
+    for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
+      size_t at = symmpin_oneshot_ll_max_bytes(n) / esize;
+      size_t cs[NCOUNTS + 3];
+      memcpy(cs, counts, sizeof counts);
+      cs[NCOUNTS] = at - 1, cs[NCOUNTS + 1] = at, cs[NCOUNTS + 2] = at + 1;
+      for (int f = 0; f < 2; f++)
+        for (size_t i = 0; i < NCOUNTS + 3; i++) {
+          symmpin_kernel_input in = (symmpin_kernel_input)f;
+          int a = (int)symmpin_kernel_algo_for(cs[i], d, n, in);
+          int k = symmpin_kernel_slot_class(cs[i], d, n, in);
+          cr_assert(a >= 0 && a < SYMMPIN_ALGO_COUNT);
+          if (class_of[a] < 0) class_of[a] = k;
+          cr_expect_eq(k, class_of[a], "algorithm %d in classes %d and %d", a, class_of[a], k);
+        }
+    }
+  }
+  for (int a = 0; a < SYMMPIN_ALGO_COUNT; a++) {
+    cr_expect_geq(class_of[a], 0, "algorithm %d never chosen", a);
+    for (int b = 0; b < a; b++)
+      cr_expect_neq(class_of[a], class_of[b], "algorithms %d and %d share slot class %d", b, a,
+                    class_of[a]);
+  }
+}
+
+/* The numbers themselves are visible: preload/engine.c's sharing class is stream * classes + class,
+ * and symmpin-replay prints it; they stay what the variants were (LL 0, copy 1, direct 2 of 3). */
+Test(kernels_slot_class, numbers_unchanged) {
+  cr_expect_eq(SYMMPIN_KERNEL_SLOT_CLASSES, 3);
+  for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
+    size_t at = symmpin_oneshot_ll_max_bytes(n);
+    cr_expect_eq(symmpin_kernel_slot_class(at, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 0);
+    cr_expect_eq(symmpin_kernel_slot_class(at + 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 1);
+    cr_expect_eq(symmpin_kernel_slot_class(at + 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
+    cr_expect_eq(symmpin_kernel_slot_class(1, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
+  }
 }
 
 Test(kernels_layout, header_fields_fit_and_do_not_overlap) {
   cr_expect_geq(SYMMPIN_ONESHOT_BAR_OFFSET, SYMMPIN_ONESHOT_EPOCH_OFFSET +
                                                 4 * SYMMPIN_ONESHOT_MAX_BLOCKS);
   cr_expect_geq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET,
-                SYMMPIN_ONESHOT_BAR_OFFSET + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * SYMMPIN_MAX_RANKS);
+                SYMMPIN_ONESHOT_BAR_OFFSET + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * SYMMPIN_KERNEL_MAX_RANKS);
   cr_expect_leq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4, SYMMPIN_ONESHOT_HEADER_BYTES);
-  cr_expect_eq(symmpin_oneshot_direct_data_offset() % SYMMPIN_ONESHOT_SLOT_ALIGN, 0);
-  cr_expect_eq(symmpin_oneshot_direct_data_offset(), SYMMPIN_ONESHOT_HEADER_BYTES);
+  cr_expect_eq(symmpin_kernel_in_slot_offset() % SYMMPIN_ONESHOT_SLOT_ALIGN, 0);
+  cr_expect_eq(symmpin_kernel_in_slot_offset(), SYMMPIN_ONESHOT_HEADER_BYTES);
 }
 
 /* The staging map: injective over (position, parity), parity recoverable from the index alone
@@ -76,19 +241,19 @@ Test(kernels_layout, seq_next_skips_zero_and_alternates_parity) {
 }
 
 /* Host model of what the kernels touch in a slot, in bytes from its start: the highest byte + 1. */
-static size_t model_extent(size_t count, int dtype, int nranks, symmpin_oneshot_form form) {
+static size_t model_extent(size_t count, int dtype, int nranks, symmpin_kernel_input form) {
   size_t bytes = count * symmpin_dtype_size(dtype);
-  symmpin_oneshot_variant v = symmpin_oneshot_variant_for(count, dtype, nranks, form);
+  symmpin_kernel_algo v = symmpin_kernel_algo_for(count, dtype, nranks, form);
   size_t units = symmpin_oneshot_units(count, dtype, v);
   if (count == 0) return SYMMPIN_ONESHOT_HEADER_BYTES;
   switch (v) {
-  case SYMMPIN_ONESHOT_DIRECT: return SYMMPIN_ONESHOT_HEADER_BYTES + bytes;
-  case SYMMPIN_ONESHOT_COPY: {
+  case SYMMPIN_ALGO_ONESHOT_IN_SLOT: return SYMMPIN_ONESHOT_HEADER_BYTES + bytes;
+  case SYMMPIN_ALGO_ONESHOT_COPY: {
     size_t hi = symmpin_oneshot_unit_index(units - 1, 1);
     size_t lo = symmpin_oneshot_unit_index(units - 1, 0);
     return SYMMPIN_ONESHOT_HEADER_BYTES + ((hi > lo ? hi : lo) + 1) * SYMMPIN_ONESHOT_UNIT_BYTES;
   }
-  case SYMMPIN_ONESHOT_LL: {
+  case SYMMPIN_ALGO_ONESHOT_LL: {
     /* the last line of the last source rank, both parities; the max over all q is at the end */
     size_t last = (size_t)nranks * units - 1, top = 0;
     for (size_t q = last > 64 ? last - 64 : 0; q <= last; q++)
@@ -109,17 +274,17 @@ ParameterizedTestParameters(kernels_slot, sizes) {
 }
 
 ParameterizedTest(int *dtype, kernels_slot, sizes, .timeout = 60) {
-  for (int n = 1; n <= SYMMPIN_MAX_RANKS; n++) {
+  for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
     for (int f = 0; f < 2; f++) {
       size_t prev = 0;
       for (size_t i = 0; i < NCOUNTS; i++) {
         size_t c = counts[i];
-        size_t sb = symmpin_oneshot_slot_bytes(c, *dtype, n, (symmpin_oneshot_form)f);
+        size_t sb = symmpin_kernel_slot_bytes(c, *dtype, n, (symmpin_kernel_input)f);
         cr_assert_gt(sb, 0, "dtype %d n %d form %d count %zu", *dtype, n, f, c);
         cr_expect_eq(sb % SYMMPIN_ONESHOT_SLOT_ALIGN, 0, "slot size %zu not aligned", sb);
         cr_expect_geq(sb, prev, "slot size shrinks at count %zu (dtype %d n %d form %d)", c,
                       *dtype, n, f);
-        size_t need = model_extent(c, *dtype, n, (symmpin_oneshot_form)f);
+        size_t need = model_extent(c, *dtype, n, (symmpin_kernel_input)f);
         cr_expect_geq(sb, need, "slot %zu < layout extent %zu (dtype %d n %d form %d count %zu)",
                       sb, need, *dtype, n, f, c);
         prev = sb;
@@ -128,35 +293,35 @@ ParameterizedTest(int *dtype, kernels_slot, sizes, .timeout = 60) {
   }
 }
 
-Test(kernels_slot, direct_needs_exactly_header_plus_data) {
-  /* The direct form's data area is contiguous: a caller writes count*esize bytes at the offset. */
-  size_t sb = symmpin_oneshot_slot_bytes(1000, SYMMPIN_FLOAT32, 2, SYMMPIN_FORM_DIRECT);
+Test(kernels_slot, in_slot_needs_exactly_header_plus_data) {
+  /* The in-slot form's data area is contiguous: a caller writes count*esize bytes at the offset. */
+  size_t sb = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_IN_SLOT);
   cr_expect_eq(sb, SYMMPIN_ONESHOT_HEADER_BYTES + 4096);
-  cr_expect_eq(symmpin_oneshot_slot_bytes(1024, SYMMPIN_FLOAT32, 8, SYMMPIN_FORM_DIRECT),
-               SYMMPIN_ONESHOT_HEADER_BYTES + 4096, "direct size does not grow with ranks");
+  cr_expect_eq(symmpin_kernel_slot_bytes(1024, SYMMPIN_FLOAT32, 8, SYMMPIN_INPUT_IN_SLOT),
+               SYMMPIN_ONESHOT_HEADER_BYTES + 4096, "in-slot size does not grow with ranks");
 }
 
-Test(kernels_variant, ll_below_threshold_copy_above) {
-  for (int n = 1; n <= SYMMPIN_MAX_RANKS; n++) {
+Test(kernels_algo, ll_below_threshold_copy_above) {
+  for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
     size_t max = symmpin_oneshot_ll_max_bytes(n);
     cr_assert_gt(max, 0);
-    cr_expect_eq(symmpin_oneshot_variant_for(max / 2, SYMMPIN_BFLOAT16, n,
-                                             SYMMPIN_FORM_STAGED), SYMMPIN_ONESHOT_LL);
-    cr_expect_eq(symmpin_oneshot_variant_for(max / 2 + 1, SYMMPIN_BFLOAT16, n, SYMMPIN_FORM_STAGED),
-                 SYMMPIN_ONESHOT_COPY);
-    cr_expect_eq(symmpin_oneshot_variant_for(1, SYMMPIN_BFLOAT16, n, SYMMPIN_FORM_DIRECT),
-                 SYMMPIN_ONESHOT_DIRECT);
+    cr_expect_eq(symmpin_kernel_algo_for(max / 2, SYMMPIN_BFLOAT16, n,
+                                             SYMMPIN_INPUT_STAGED), SYMMPIN_ALGO_ONESHOT_LL);
+    cr_expect_eq(symmpin_kernel_algo_for(max / 2 + 1, SYMMPIN_BFLOAT16, n, SYMMPIN_INPUT_STAGED),
+                 SYMMPIN_ALGO_ONESHOT_COPY);
+    cr_expect_eq(symmpin_kernel_algo_for(1, SYMMPIN_BFLOAT16, n, SYMMPIN_INPUT_IN_SLOT),
+                 SYMMPIN_ALGO_ONESHOT_IN_SLOT);
     if (n > 1) cr_expect_leq(max, symmpin_oneshot_ll_max_bytes(n - 1), "more ranks, less LL");
   }
 }
 
 Test(kernels_geometry, within_caps_and_covers_the_work) {
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++)
-    for (int n = 1; n <= SYMMPIN_MAX_RANKS; n++)
+    for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++)
       for (int f = 0; f < 2; f++)
         for (size_t i = 0; i < NCOUNTS; i++) {
           size_t c = counts[i];
-          symmpin_oneshot_geometry g = symmpin_oneshot_geometry_for(c, d, n, f);
+          symmpin_kernel_geometry g = symmpin_kernel_geometry_for(c, d, n, f);
           if (c == 0) {
             cr_expect_eq(g.blocks, 0, "count 0 launches nothing");
             continue;
@@ -168,33 +333,33 @@ Test(kernels_geometry, within_caps_and_covers_the_work) {
           cr_expect_geq(g.threads, (unsigned)n, "barrier needs one thread per rank");
           /* 8 simulated ranks must fit on one GPU (132 SMs x 2048 threads on an H200) */
           cr_expect_leq(8ull * g.blocks * g.threads, 132ull * 2048 / 2);
-          size_t units = symmpin_oneshot_units(c, d, symmpin_oneshot_variant_for(c, d, n, f));
+          size_t units = symmpin_oneshot_units(c, d, symmpin_kernel_algo_for(c, d, n, f));
           cr_expect_geq(units, 1);
           /* no block is left without work: the grid is not larger than the work */
           cr_expect_leq((size_t)(g.blocks - 1) * g.threads, units,
                         "dtype %d n %d count %zu: %u x %u for %zu units", d, n, c, g.blocks,
                         g.threads, units);
-          symmpin_oneshot_geometry g2 = symmpin_oneshot_geometry_for(c, d, n, f);
+          symmpin_kernel_geometry g2 = symmpin_kernel_geometry_for(c, d, n, f);
           cr_expect(g2.blocks == g.blocks && g2.threads == g.threads, "not deterministic");
         }
 }
 
 Test(kernels_geometry, small_calls_use_one_small_block) {
-  symmpin_oneshot_geometry g = symmpin_oneshot_geometry_for(1, SYMMPIN_FLOAT32, 2,
-                                                            SYMMPIN_FORM_STAGED);
+  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(1, SYMMPIN_FLOAT32, 2,
+                                                            SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, 1);
   cr_expect_eq(g.threads, 32);
-  g = symmpin_oneshot_geometry_for(1 << 20, SYMMPIN_BFLOAT16, 2, SYMMPIN_FORM_STAGED);
+  g = symmpin_kernel_geometry_for(1 << 20, SYMMPIN_BFLOAT16, 2, SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, SYMMPIN_ONESHOT_MAX_BLOCKS, "large calls use the whole grid");
   cr_expect_eq(g.threads, SYMMPIN_ONESHOT_MAX_THREADS);
 }
 
 Test(kernels_geometry, invalid_shapes_give_empty_geometry) {
-  symmpin_oneshot_geometry g = symmpin_oneshot_geometry_for(10, -1, 2, SYMMPIN_FORM_STAGED);
+  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(10, -1, 2, SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, 0);
-  g = symmpin_oneshot_geometry_for(10, SYMMPIN_FLOAT32, 9, SYMMPIN_FORM_STAGED);
+  g = symmpin_kernel_geometry_for(10, SYMMPIN_FLOAT32, 9, SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, 0);
-  g = symmpin_oneshot_geometry_for(10, SYMMPIN_FLOAT32, 2, (symmpin_oneshot_form)3);
+  g = symmpin_kernel_geometry_for(10, SYMMPIN_FLOAT32, 2, (symmpin_kernel_input)3);
   cr_expect_eq(g.blocks, 0);
   (void)div_up;
 }

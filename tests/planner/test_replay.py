@@ -299,6 +299,38 @@ def _():
     run(os.path.join(TRACES, "no-such.trace"), expect_rc=1)
 
 
+def run_all(*args):
+    p = subprocess.run([REPLAY, *args], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+@check("--help, --version and bad options: what a command-line tool answers")
+def _():
+    rc, out, err = run_all("--help")
+    assert rc == 0 and out.startswith("usage: symmpin-replay ") and not err, (rc, out, err)
+    assert run_all("-h")[:2] == (0, out)
+    rc, out, err = run_all("--version")
+    assert rc == 0 and not err, (rc, err)
+    assert out.startswith("symmpin-replay ") and "(git " in out and out.count("\n") == 1, out
+    files = case_files("ddp2")
+    for args, first in [
+        (["--foo", *files], "symmpin-replay: unknown option '--foo'"),
+        (["--json=1", *files], "symmpin-replay: option '--json' takes no value"),
+        ([*files, "--planner"], "symmpin-replay: option '--planner' needs a value"),
+        (["--planner", "bogus", *files], "symmpin-replay: bad --planner 'bogus'"),
+        ([], "symmpin-replay: no TRACE given"),
+    ]:
+        rc, out, err = run_all(*args)
+        lines = err.splitlines()
+        assert rc == 2 and not out and len(lines) == 2, (args, rc, out, err)
+        assert lines[0].startswith(first), (args, lines)
+        assert lines[1] == "Try 'symmpin-replay --help' for more information.", (args, lines)
+    # options may follow the traces (GNU order), and "--" ends them
+    assert run("--json", *files) == run(*files[:1], "--json", *files[1:])
+    rc, out, err = run_all("--", "--json")
+    assert rc == 1 and "symmpin-replay: warning: " in err, (rc, err)
+
+
 # ---- the real traces ----
 
 def raw_calls(files):

@@ -1,12 +1,12 @@
 /* FAKE for CPU tests: stand-ins for the two things preload_core calls outside itself, so its
  * event handlers run in-process without CUDA or NCCL:
- *  - interpose/query.h (CUDA device, capture state, NCCL rank/size queries), answered from the
- *    variables below;
+ *  - preload/host.h (CUDA device, capture state, NCCL rank/size queries), answered from the
+ *    variables below and installed before main, as interpose/ installs the real answers;
  *  - preload/engine.h (the engine), which takes an all-reduce exactly when its count is
  *    stand_in_take_count, and counts releases. */
 #include "stand_ins.h"
 
-#include "interpose/query.h"
+#include "preload/host.h"
 #include "preload/engine.h"
 
 __thread int stand_in_device;
@@ -19,17 +19,22 @@ int stand_in_releases;
 symmpin_engine_call stand_in_last_call;
 uint64_t stand_in_last_index;
 
-int symmpin_query_device(void) { return stand_in_device; }
-int symmpin_query_capturing(void *stream) {
+static int query_device(void) { return stand_in_device; }
+static int query_capturing(void *stream) {
   (void)stream;
   return stand_in_capturing;
 }
-int symmpin_query_comm(void *comm, int *rank, int *nranks) {
+static int query_comm(void *comm, int *rank, int *nranks) {
   (void)comm;
   if (stand_in_comm_rc) return stand_in_comm_rc;
   *rank = stand_in_comm_rank;
   *nranks = stand_in_comm_nranks;
   return 0;
+}
+
+__attribute__((constructor)) static void stand_in_install(void) {
+  symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm};
+  symmpin_host_install(&h);
 }
 
 bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/replay.h"
+#include "planner/plan.h"
 #include "planner/warmup.h"
 #include "preload/config.h"
 
@@ -100,12 +100,12 @@ Test(config, defaults) {
   cr_assert_str_empty(c.trace);
   cr_assert(!c.stats);
   cr_assert_str_empty(c.stats_file);
-  /* The preload and symmpin-replay must plan alike: same defaults. */
+  /* The owners' constants (one definition, also what symmpin-replay uses), as numbers. */
   cr_assert_eq(c.warmup, SYMMPIN_WARMUP_DEFAULT);
-  cr_assert_eq(c.max_bytes, SYMMPIN_MAX_BYTES_DEFAULT);
+  cr_assert_eq(c.max_bytes, SYMMPIN_PLAN_MAX_BYTES_DEFAULT);
   cr_assert_eq(c.warmup, 64);
   cr_assert_eq(c.max_bytes, 2u << 20);
-  cr_assert_eq(c.planner, SYMMPIN_PLANNER_SHARED);
+  cr_assert_eq(c.planner, SYMMPIN_PLAN_SHARED);
   cr_assert_eq(c.timeout_ms, 10000);
   cr_assert_eq(c.stack_depth, 1);
 }
@@ -126,7 +126,7 @@ Test(config, values_set) {
   cr_assert_str_eq(c.stats_file, "/tmp/s.json");
   cr_assert_eq(c.warmup, 64);
   cr_assert_eq(c.max_bytes, 256u * 1024);
-  cr_assert_eq(c.planner, SYMMPIN_PLANNER_DEDICATED);
+  cr_assert_eq(c.planner, SYMMPIN_PLAN_DEDICATED);
   cr_assert_eq(c.timeout_ms, 2500);
   cr_assert_eq(c.stack_depth, 4);
   cr_assert_str_eq(c.debug_file, "/tmp/log.%h.%p");
@@ -141,12 +141,12 @@ Test(config, bad_values_keep_defaults, .init = cr_redirect_stderr) {
   symmpin_config_read(lookup, (void *)env, &c);
   cr_assert(!c.disable);
   cr_assert_eq(c.debug, 1);
-  /* The preload and symmpin-replay must plan alike: same defaults. */
+  /* The owners' constants (one definition, also what symmpin-replay uses), as numbers. */
   cr_assert_eq(c.warmup, SYMMPIN_WARMUP_DEFAULT);
-  cr_assert_eq(c.max_bytes, SYMMPIN_MAX_BYTES_DEFAULT);
+  cr_assert_eq(c.max_bytes, SYMMPIN_PLAN_MAX_BYTES_DEFAULT);
   cr_assert_eq(c.warmup, 64);
   cr_assert_eq(c.max_bytes, 2u << 20);
-  cr_assert_eq(c.planner, SYMMPIN_PLANNER_SHARED);
+  cr_assert_eq(c.planner, SYMMPIN_PLAN_SHARED);
   cr_assert_eq(c.timeout_ms, 10000);
   cr_assert_eq(c.stack_depth, 1);
   cr_assert(!c.stats);

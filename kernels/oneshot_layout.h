@@ -1,0 +1,70 @@
+/* The one-shot algorithms' slot layout: private to kernels/ (and its tests).
+ *
+ * Plain C so that select.c (host logic, C compiler), oneshot.cu (device code) and the CPU tests
+ * share one definition. Callers outside kernels/ use only kernels/allreduce.h.
+ *
+ * A slot is: [header | data area]. The header holds device-side state that must survive CUDA-graph
+ * replays (so it lives in the slot, not in kernel arguments):
+ *   - epoch[b]: per-block call counters. Every call advances every entry by the same amount (block b
+ *     of a launch with B blocks writes entries b, b+B, b+2B, ...), so all entries stay equal even
+ *     when the block count changes between calls. No grid-wide sync is needed to agree on an epoch.
+ *   - bar[b][s]: barrier flags; rank s writes the barrier sequence number it reached with block b
+ *     into every peer's bar[b][s]. One 32-byte sector per block.
+ *   - timeout_seq: the epoch of the last call that reported a timeout (one printed line per call).
+ * The data area holds, for the in-slot input, the rank's input (contiguous, at
+ * SYMMPIN_ONESHOT_HEADER_BYTES = symmpin_kernel_in_slot_offset()); for the staged input, 16-byte
+ * "units" in two buffers (parity 0/1) interleaved every SYMMPIN_ONESHOT_PARITY_UNITS units (see
+ * symmpin_oneshot_unit_index()). */
+#ifndef SYMMPIN_KERNELS_ONESHOT_LAYOUT_H
+#define SYMMPIN_KERNELS_ONESHOT_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define SYMMPIN_HD __host__ __device__ __forceinline__
+#else
+#define SYMMPIN_HD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Launch caps: up to 8 simulated ranks' grids must be resident on one GPU at once (the GPU suite
+ * runs spin-waiting ranks side by side), so 8 * 32 blocks of 512 threads at <= 64 registers. */
+#define SYMMPIN_ONESHOT_MAX_BLOCKS 32
+#define SYMMPIN_ONESHOT_MAX_THREADS 512
+
+#define SYMMPIN_ONESHOT_HEADER_BYTES 2048
+#define SYMMPIN_ONESHOT_EPOCH_OFFSET 0                                   /* uint32_t[32] */
+#define SYMMPIN_ONESHOT_BAR_OFFSET 128                                   /* uint32_t[32][8] */
+#define SYMMPIN_ONESHOT_TIMEOUT_OFFSET (128 + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * 8) /* uint32_t */
+#define SYMMPIN_ONESHOT_SLOT_ALIGN 256
+
+/* A unit is 16 bytes: one LL line ({data 4B, flag 4B, data 4B, flag 4B}: 8 data bytes) or one
+ * vector of plain data. Staging buffers of the two parities alternate every 32 units (512 B), so
+ * a unit's parity depends only on its position, not on the call shape: a call of one parity can
+ * never touch a unit of the other, whatever counts earlier calls had. */
+#define SYMMPIN_ONESHOT_UNIT_BYTES 16
+#define SYMMPIN_ONESHOT_LL_DATA_BYTES 8
+#define SYMMPIN_ONESHOT_PARITY_UNITS 32
+
+/* Units of staging for parity `parity` at logical position q (LL: q = source_rank * lines + line;
+ * COPY: q = vector index), as an index into the slot's data area (in units). */
+SYMMPIN_HD size_t symmpin_oneshot_unit_index(size_t q, unsigned parity) {
+  return (2 * (q / SYMMPIN_ONESHOT_PARITY_UNITS) + parity) * SYMMPIN_ONESHOT_PARITY_UNITS +
+         q % SYMMPIN_ONESHOT_PARITY_UNITS;
+}
+
+/* The next epoch / barrier sequence number. 0 is skipped (zeroed slots read 0) by jumping to 2,
+ * which keeps consecutive values of opposite parity. */
+SYMMPIN_HD uint32_t symmpin_oneshot_seq_next(uint32_t s) {
+  return s + 1 == 0 ? 2u : s + 1;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

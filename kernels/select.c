@@ -1,0 +1,130 @@
+/* The kernels' host logic: what they support, slot sizes, slot classes, algorithm choice and
+ * launch geometry.
+ *
+ * Plain C with no CUDA header so that CPU-only tools (symmpin-replay, planner tests) can size slots
+ * and the CPU tests can check the layout. Every function here is a pure function of the call
+ * shape, so every rank computes the same answer. */
+#include "kernels/select.h"
+
+#include <stdint.h>
+
+#include "kernels/allreduce.h"
+#include "kernels/oneshot_layout.h"
+
+/* Expanded from common/types.h's lists: a datatype or op without an entry in select.h is a compile
+ * error here, one with entry 0 is refused, values the lists do not name read 0. */
+static const unsigned char dtype_has_kernel[] = {SYMMPIN_DTYPES(SYMMPIN_KERNEL_DTYPE_ENTRY)};
+static const unsigned char op_has_kernel[] = {SYMMPIN_OPS(SYMMPIN_KERNEL_OP_ENTRY)};
+
+static const char *const slot_class_names[] = {"LL", "copy", "in-slot"};
+_Static_assert(sizeof slot_class_names / sizeof slot_class_names[0] == SYMMPIN_KERNEL_SLOT_CLASSES,
+               "one name per slot class");
+_Static_assert(SYMMPIN_KERNEL_SLOT_CLASSES == SYMMPIN_ALGO_COUNT,
+               "today every algorithm is its own slot class");
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+static size_t div_up(size_t x, size_t by) { return (x + by - 1) / by; }
+
+static bool dtype_ok(int dtype) {
+  return dtype >= 0 && (size_t)dtype < sizeof dtype_has_kernel && dtype_has_kernel[dtype] &&
+         symmpin_dtype_size(dtype) != 0;
+}
+
+static bool shape_ok(int dtype, int nranks, symmpin_kernel_input input) {
+  return dtype_ok(dtype) && nranks >= 1 && nranks <= SYMMPIN_KERNEL_MAX_RANKS &&
+         (input == SYMMPIN_INPUT_STAGED || input == SYMMPIN_INPUT_IN_SLOT);
+}
+
+/* Above this many input bytes per rank the slot would need more than ~2^40 bytes: refuse rather
+ * than overflow size_t arithmetic below. */
+#define SYMMPIN_KERNEL_MAX_INPUT_BYTES ((size_t)1 << 40)
+
+bool symmpin_kernel_supports(int dtype, int op) {
+  /* User-defined (PreMulSum) ops are >= SYMMPIN_OP_COUNT: not in the list, so refused. */
+  return dtype_ok(dtype) && op >= 0 && (size_t)op < sizeof op_has_kernel && op_has_kernel[op];
+}
+
+size_t symmpin_kernel_in_slot_offset(void) { return SYMMPIN_ONESHOT_HEADER_BYTES; }
+
+size_t symmpin_oneshot_ll_max_bytes(int nranks) {
+  /* LL pushes 2x the bytes to each of n ranks, the copy algorithm pays one extra NVLink round trip
+   * (barrier): LL wins while the pushed volume stays small. Provisional: 512 KiB / n, to be
+   * re-measured with symmpin-bench on 2, 4 and 8 GPUs. */
+  if (nranks < 1) nranks = 1;
+  return ((size_t)512 << 10) / (size_t)nranks;
+}
+
+symmpin_kernel_algo symmpin_kernel_algo_for(size_t count, int dtype, int nranks,
+                                            symmpin_kernel_input input) {
+  if (input == SYMMPIN_INPUT_IN_SLOT) return SYMMPIN_ALGO_ONESHOT_IN_SLOT;
+  size_t bytes = count * symmpin_dtype_size(dtype);
+  return bytes <= symmpin_oneshot_ll_max_bytes(nranks) ? SYMMPIN_ALGO_ONESHOT_LL
+                                                       : SYMMPIN_ALGO_ONESHOT_COPY;
+}
+
+int symmpin_kernel_slot_class(size_t count, int dtype, int nranks, symmpin_kernel_input input) {
+  /* One class per algorithm: LL (every rank's flagged lines) and copy (this rank's plain vectors)
+   * stage in the same units under their own protocols, and in-slot input lies where they stage;
+   * what makes back-to-back calls safe is argued within one algorithm only. */
+  return (int)symmpin_kernel_algo_for(count, dtype, nranks, input);
+}
+
+const char *symmpin_kernel_slot_class_name(int slot_class) {
+  if (slot_class < 0 || slot_class >= SYMMPIN_KERNEL_SLOT_CLASSES) return NULL;
+  return slot_class_names[slot_class];
+}
+
+size_t symmpin_oneshot_units(size_t count, int dtype, symmpin_kernel_algo algo) {
+  size_t bytes = count * symmpin_dtype_size(dtype);
+  if (algo == SYMMPIN_ALGO_ONESHOT_LL) return div_up(bytes, SYMMPIN_ONESHOT_LL_DATA_BYTES);
+  return div_up(bytes, SYMMPIN_ONESHOT_UNIT_BYTES);
+}
+
+/* Staging bytes for `units` logical units: both parities, interleaved in blocks of 32 units. */
+static size_t staging_bytes(size_t units) {
+  return 2 * round_up(units, SYMMPIN_ONESHOT_PARITY_UNITS) * SYMMPIN_ONESHOT_UNIT_BYTES;
+}
+
+size_t symmpin_kernel_slot_bytes(size_t count, int dtype, int nranks, symmpin_kernel_input input) {
+  if (!shape_ok(dtype, nranks, input)) return 0;
+  size_t esize = symmpin_dtype_size(dtype);
+  if (count > SYMMPIN_KERNEL_MAX_INPUT_BYTES / esize) return 0;
+  size_t bytes = count * esize;
+  size_t data;
+  if (input == SYMMPIN_INPUT_IN_SLOT) {
+    data = bytes;
+  } else {
+    /* LL needs room for every rank's lines. Above the LL limit the copy algorithm needs only this
+     * rank's vectors, but the size keeps at least the LL size at the limit so that slot sizes grow
+     * monotonically with count (the planner may size a slot once for a range of counts). */
+    size_t ll_max = symmpin_oneshot_ll_max_bytes(nranks);
+    size_t ll_bytes = bytes <= ll_max ? bytes : ll_max;
+    size_t ll_units = (size_t)nranks * div_up(ll_bytes, SYMMPIN_ONESHOT_LL_DATA_BYTES);
+    data = staging_bytes(ll_units);
+    if (bytes > ll_max) {
+      size_t copy = staging_bytes(div_up(bytes, SYMMPIN_ONESHOT_UNIT_BYTES));
+      if (copy > data) data = copy;
+    }
+  }
+  return SYMMPIN_ONESHOT_HEADER_BYTES + round_up(data, SYMMPIN_ONESHOT_SLOT_ALIGN);
+}
+
+symmpin_kernel_geometry symmpin_kernel_geometry_for(size_t count, int dtype, int nranks,
+                                                    symmpin_kernel_input input) {
+  symmpin_kernel_geometry g = {0, 0};
+  if (!shape_ok(dtype, nranks, input) || count == 0) return g;
+  if (count > SYMMPIN_KERNEL_MAX_INPUT_BYTES / symmpin_dtype_size(dtype)) return g;
+  size_t units = symmpin_oneshot_units(count, dtype,
+                                       symmpin_kernel_algo_for(count, dtype, nranks, input));
+  /* Spread small calls over blocks of 128 threads (more SMs issue NVLink traffic at once), grow
+   * the blocks to 512 threads once 32 blocks are used, then loop inside the threads. */
+  size_t blocks = div_up(units, 128);
+  if (blocks > SYMMPIN_ONESHOT_MAX_BLOCKS) blocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
+  size_t threads = round_up(div_up(units, blocks), 32);
+  if (threads > SYMMPIN_ONESHOT_MAX_THREADS) threads = SYMMPIN_ONESHOT_MAX_THREADS;
+  if (blocks > div_up(units, threads)) blocks = div_up(units, threads); /* no idle blocks */
+  g.blocks = (unsigned)blocks;
+  g.threads = (unsigned)threads;
+  return g;
+}

@@ -1,0 +1,88 @@
+/* The kernels' host-side choices: private to kernels/ (and its tests).
+ *
+ * Plain C so that select.c (C compiler, usable by CPU-only tools), oneshot.cu and the CPU tests
+ * share one definition of: which datatypes and ops have kernels, which algorithm a call shape
+ * runs, and its launch geometry. Callers outside kernels/ use only kernels/allreduce.h.
+ *
+ * Which datatypes and ops have kernels. One entry per entry of common/types.h's SYMMPIN_DTYPES and
+ * SYMMPIN_OPS: SYMMPIN_KERNEL_DTYPE_<NAME> / SYMMPIN_KERNEL_OP_<NAME> is 1 when oneshot.cu has a
+ * kernel type (storage, accumulator, conversions) / arithmetic for it, 0 when calls of it must go
+ * to NCCL. Both ends are checked at compile time:
+ *   - select.c builds symmpin_kernel_supports()'s table by expanding the lists with
+ *     SYMMPIN_KERNEL_DTYPE_ENTRY / SYMMPIN_KERNEL_OP_ENTRY, so a datatype or op added to a list
+ *     without an entry here does not compile (an undeclared identifier): adding one forces the
+ *     decision "kernel or NCCL";
+ *   - oneshot.cu expands the same lists and static_asserts that every entry equals whether it has
+ *     a kernel type for it (and that the type's size is the list's), and dispatches only to those.
+ * So supports() can never say yes to a datatype without kernels, and no kernel type hides behind a
+ * 0. The kernels_lists_* tests (tests/kernels/meson.build) keep both checks working. */
+#ifndef SYMMPIN_KERNELS_SELECT_H
+#define SYMMPIN_KERNELS_SELECT_H
+
+#include <stddef.h>
+
+#include "kernels/allreduce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SYMMPIN_KERNEL_DTYPE_INT8 1
+#define SYMMPIN_KERNEL_DTYPE_UINT8 1
+#define SYMMPIN_KERNEL_DTYPE_INT32 1
+#define SYMMPIN_KERNEL_DTYPE_UINT32 1
+#define SYMMPIN_KERNEL_DTYPE_INT64 1
+#define SYMMPIN_KERNEL_DTYPE_UINT64 1
+#define SYMMPIN_KERNEL_DTYPE_FLOAT16 1
+#define SYMMPIN_KERNEL_DTYPE_FLOAT32 1
+#define SYMMPIN_KERNEL_DTYPE_FLOAT64 1
+#define SYMMPIN_KERNEL_DTYPE_BFLOAT16 1
+#define SYMMPIN_KERNEL_DTYPE_FP8E4M3 1
+#define SYMMPIN_KERNEL_DTYPE_FP8E5M2 1
+
+#define SYMMPIN_KERNEL_OP_SUM 1
+#define SYMMPIN_KERNEL_OP_PROD 1
+#define SYMMPIN_KERNEL_OP_MAX 1
+#define SYMMPIN_KERNEL_OP_MIN 1
+#define SYMMPIN_KERNEL_OP_AVG 1
+
+/* X-macro bodies for SYMMPIN_DTYPES / SYMMPIN_OPS: designated initializers of a table indexed by
+ * the value, {[value] = entry}. */
+#define SYMMPIN_KERNEL_DTYPE_ENTRY(name, value, str, bytes) [value] = SYMMPIN_KERNEL_DTYPE_##name,
+#define SYMMPIN_KERNEL_OP_ENTRY(name, value, str) [value] = SYMMPIN_KERNEL_OP_##name,
+
+/* The algorithms, by family. Each uses a slot under its own protocol (so has its own slot class).
+ *   ONESHOT_LL:      staged, small: push LL lines (data + flag) into every rank's slot, no barrier.
+ *   ONESHOT_COPY:    staged, large: copy-in to the own slot, start barrier, load every rank's data.
+ *   ONESHOT_IN_SLOT: input already in the slot: start barrier, load, reduce, end barrier.
+ * A two-shot family goes after them (and SYMMPIN_KERNEL_SLOT_CLASSES grows with it). */
+typedef enum symmpin_kernel_algo {
+  SYMMPIN_ALGO_ONESHOT_LL = 0,
+  SYMMPIN_ALGO_ONESHOT_COPY = 1,
+  SYMMPIN_ALGO_ONESHOT_IN_SLOT = 2,
+  SYMMPIN_ALGO_COUNT = 3,
+} symmpin_kernel_algo;
+
+/* Which algorithm a call shape runs; the same answer on every rank. Any input other than
+ * SYMMPIN_INPUT_IN_SLOT counts as staged; unknown datatypes count as 0 bytes. */
+symmpin_kernel_algo symmpin_kernel_algo_for(size_t count, int dtype, int nranks,
+                                            symmpin_kernel_input input);
+
+/* Launch geometry of a call shape; {0, 0} for count 0 and for shapes slot_bytes refuses. */
+typedef struct symmpin_kernel_geometry {
+  unsigned blocks, threads;
+} symmpin_kernel_geometry;
+symmpin_kernel_geometry symmpin_kernel_geometry_for(size_t count, int dtype, int nranks,
+                                                    symmpin_kernel_input input);
+
+/* One-shot family. Largest per-rank input (bytes) that uses LL; provisional until measured on
+ * 2/4/8 GPUs. */
+size_t symmpin_oneshot_ll_max_bytes(int nranks);
+/* Work units per rank of a one-shot algorithm (LL lines of 8 data bytes, or 16-byte vectors). */
+size_t symmpin_oneshot_units(size_t count, int dtype, symmpin_kernel_algo algo);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,37 @@
+/* What preload/ asks of CUDA and NCCL besides the events themselves, supplied by interpose/ (the
+ * only module that includes their headers and resolves the real functions). interpose/ installs
+ * the table once when the library loads, so the arrows point one way: interpose -> preload.
+ *
+ * Until it is installed (a wrapped call before the library's constructors ran, or a CPU test that
+ * installs nothing) every answer is the safe "unknown": no device, capture state unknown (treated
+ * as capturing: nothing is allocated or agreed), communicator rank unknown, no real allocator. */
+#ifndef SYMMPIN_PRELOAD_HOST_H
+#define SYMMPIN_PRELOAD_HOST_H
+
+#include <stddef.h>
+
+typedef struct symmpin_host {
+  /* The calling thread's current CUDA device, -1 if the runtime says no. */
+  int (*device)(void);
+  /* Whether `stream` (a cudaStream_t) is capturing a CUDA graph: 1 yes (also an invalidated
+   * capture), 0 no, -1 unknown. */
+  int (*capturing)(void *stream);
+  /* The real ncclCommUserRank and ncclCommCount of `comm`: the ncclResult_t (0 = success,
+   * 7 = ncclInProgress while a non-blocking init runs); rank and nranks set only on success. */
+  int (*comm_rank)(void *comm, int *rank, int *nranks);
+  /* The real cudaMalloc and cudaFree (not libsymmpin's exported wrappers), for the pools. */
+  int (*device_alloc)(void **ptr, size_t bytes);
+  int (*device_free)(void *ptr);
+} symmpin_host;
+
+/* Install the table (copied; any member may be NULL = unknown). */
+void symmpin_host_install(const symmpin_host *h);
+
+/* The answers, or the safe defaults above. */
+int symmpin_host_device(void);
+int symmpin_host_capturing(void *stream);
+int symmpin_host_comm_rank(void *comm, int *rank, int *nranks);
+/* The allocator for the pools; NULL members until installed. */
+const symmpin_host *symmpin_host_table(void);
+
+#endif

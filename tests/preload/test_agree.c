@@ -1,0 +1,344 @@
+/* CPU tests of the agreement (preload/agree.h): ranks as threads of one process, each with its
+ * own symmpin_agree on one REAL board in /dev/shm, driven call by call as the engine drives it.
+ *
+ * FAKE: the GPU side (symmpin_agree_ops) is a stand-in that "reserves" and "attaches" by checking
+ * the export records the ranks post; it can be told to fail on one rank. The real operations
+ * (CUDA IPC pools) are proven on the GPU by tests/gpu/test_pool and the GPU suite.
+ *
+ * What each test guards:
+ *  - go: every rank adopts the same plan (digest) at the same call, for 2, 3 and 4 ranks;
+ *  - fail: a rank whose attach fails makes the epoch fail on EVERY rank, and the retry one interval
+ *    later agrees everywhere;
+ *  - deadline: a rank whose wait expires just as the peer's last post lands and the peer decides
+ *    GO ends with that plan too (the verdict that stands decides, not the proposal);
+ *  - deadline at the first record: both ranks end stopped, neither with a plan;
+ *  - late rank: a peer that starts later than the others (within the timeout) changes nothing;
+ *  - dead rank: a peer that never arrives stops the agreement after one timeout, no plan, and
+ *    later calls do not wait again;
+ *  - misaligned: ranks whose records closed at different calls meet at a common call. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "planner/schedule.h"
+#include "preload/agree.h"
+
+#define MAX_TEST_RANKS 8
+#define MAX_CALLS 512
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- the fake GPU side ---- */
+
+typedef struct fake_rank {
+  int rank;
+  bool fail_attach_epoch1; /* attach fails the first time */
+  int attaches;
+  uint64_t reserved;
+  void (*gave_up)(struct fake_rank *f, uint32_t round);
+  struct world *w;
+} fake_rank;
+
+static symmpin_status fake_facts(void *ctx, symmpin_pool_facts *out) {
+  fake_rank *f = ctx;
+  memset(out, 0, sizeof *out);
+  out->pid = (int32_t)getpid();
+  out->device = f->rank;
+  out->uuid[0] = (uint8_t)(f->rank + 1);
+  return SYMMPIN_OK;
+}
+
+static symmpin_status fake_check_peers(void *ctx, const symmpin_pool_facts *facts, int nranks,
+                                       char *why, size_t why_len) {
+  (void)ctx, (void)why, (void)why_len;
+  for (int r = 0; r < nranks; r++)
+    if (facts[r].device != r) return SYMMPIN_ERR_INVALID; /* the posts were mixed up */
+  return SYMMPIN_OK;
+}
+
+/* The export record is the pool size the rank reserved: attach checks every rank reserved alike. */
+static symmpin_status fake_reserve(void *ctx, uint64_t bytes, void *export_rec) {
+  fake_rank *f = ctx;
+  f->reserved = bytes;
+  memset(export_rec, 0, SYMMPIN_POOL_EXPORT_BYTES);
+  memcpy(export_rec, &bytes, sizeof bytes);
+  return SYMMPIN_OK;
+}
+
+static symmpin_status fake_attach(void *ctx, const void *const exports[], const symmpin_plan *plan) {
+  fake_rank *f = ctx;
+  (void)plan;
+  if (f->fail_attach_epoch1 && f->attaches++ == 0) return SYMMPIN_ERR_CUDA;
+  f->attaches++;
+  for (int r = 0; r < plan->nranks; r++) {
+    if (r == f->rank) continue;
+    uint64_t b;
+    memcpy(&b, exports[r], sizeof b);
+    if (b != f->reserved) return SYMMPIN_ERR_DISAGREE;
+  }
+  return SYMMPIN_OK;
+}
+
+static void fake_gave_up(void *ctx, uint32_t round) {
+  fake_rank *f = ctx;
+  if (f->gave_up) f->gave_up(f, round);
+}
+
+/* ---- ranks as threads ---- */
+
+typedef struct world {
+  int nranks;
+  symmpin_comm_key key;
+  uint32_t warmup;
+  uint64_t timeout_ms;
+  size_t ncalls;
+  symmpin_agree_call calls[MAX_TEST_RANKS][MAX_CALLS];
+  fake_rank fakes[MAX_TEST_RANKS];
+  symmpin_agree *agree[MAX_TEST_RANKS];
+  /* per rank: the call at which each GO happened, and the final plan's digest */
+  uint64_t go_at[MAX_TEST_RANKS][8];
+  int ngo[MAX_TEST_RANKS];
+  uint64_t digest[MAX_TEST_RANKS];
+  bool has_plan[MAX_TEST_RANKS];
+  symmpin_agree_stop stopped[MAX_TEST_RANKS];
+  uint64_t slowest_step_ms[MAX_TEST_RANKS]; /* after the first stop */
+  /* scripted pauses: rank r waits for `release` before call pause_at[r] */
+  uint64_t pause_at[MAX_TEST_RANKS];
+  uint64_t stop_after[MAX_TEST_RANKS]; /* rank r makes no calls after this one (0 = all) */
+  unsigned start_delay_ms[MAX_TEST_RANKS];
+  _Atomic int release;
+  _Atomic uint64_t progress[MAX_TEST_RANKS]; /* calls completed */
+} world;
+
+typedef struct rank_arg {
+  world *w;
+  int rank;
+} rank_arg;
+
+static void world_init(world *w, int nranks, uint32_t warmup, uint64_t timeout_ms) {
+  memset(w, 0, sizeof *w);
+  w->nranks = nranks;
+  uint64_t r[2];
+  cr_assert_eq(getrandom(r, sizeof r, 0), (ssize_t)sizeof r);
+  w->key = symmpin_comm_key_of_bytes(r, sizeof r); /* tests run in parallel: never share a board */
+  w->warmup = warmup;
+  w->timeout_ms = timeout_ms;
+  for (int k = 0; k < nranks; k++) {
+    w->fakes[k].rank = k;
+    w->fakes[k].w = w;
+  }
+}
+
+/* A loop of `sites` distinct call sites (different shapes) repeated, the same on every rank. */
+static void world_loop(world *w, int sites, size_t ncalls) {
+  w->ncalls = ncalls;
+  for (int k = 0; k < w->nranks; k++)
+    for (size_t i = 0; i < ncalls; i++)
+      w->calls[k][i] = (symmpin_agree_call){
+          .site = 0x1000 + (uint64_t)(i % (size_t)sites), .stream_ord = 0,
+          .count = 256 * (1 + i % (size_t)sites), .dtype = SYMMPIN_BFLOAT16, .op = SYMMPIN_SUM};
+}
+
+static void run_one_step(world *w, int rank, uint64_t n) {
+  symmpin_agree *a = w->agree[rank];
+  uint64_t t0 = now_ms();
+  bool stopped_before = symmpin_agree_stopped(a) != SYMMPIN_AGREE_RUNNING;
+  if (symmpin_agree_step(a, n, &w->calls[rank][n - 1]) && w->ngo[rank] < 8)
+    w->go_at[rank][w->ngo[rank]++] = n;
+  uint64_t dt = now_ms() - t0;
+  if (stopped_before && dt > w->slowest_step_ms[rank]) w->slowest_step_ms[rank] = dt;
+  atomic_store(&w->progress[rank], n);
+}
+
+static void *rank_main(void *p) {
+  rank_arg *ra = p;
+  world *w = ra->w;
+  int rank = ra->rank;
+  if (w->start_delay_ms[rank]) usleep(w->start_delay_ms[rank] * 1000u);
+  for (uint64_t n = 1; n <= w->ncalls; n++) {
+    if (w->stop_after[rank] && n > w->stop_after[rank]) break;
+    if (w->pause_at[rank] == n)
+      while (!atomic_load(&w->release)) usleep(1000);
+    run_one_step(w, rank, n);
+  }
+  return NULL;
+}
+
+static symmpin_agree *open_rank(world *w, int rank) {
+  symmpin_agree_params p = {
+      .key = w->key, .comm = 0, .rank = rank, .nranks = w->nranks, .warmup = w->warmup,
+      .mode = SYMMPIN_PLAN_SHARED, .max_bytes = 2u << 20, .timeout_ms = w->timeout_ms,
+      .ops = {.ctx = &w->fakes[rank], .gpu_facts = fake_facts, .check_peers = fake_check_peers,
+              .reserve = fake_reserve, .attach = fake_attach, .gave_up = fake_gave_up},
+  };
+  symmpin_agree *a = NULL;
+  cr_assert_eq(symmpin_agree_open(&p, &a), SYMMPIN_OK);
+  return a;
+}
+
+static void world_run(world *w) {
+  pthread_t t[MAX_TEST_RANKS];
+  rank_arg args[MAX_TEST_RANKS];
+  for (int k = 0; k < w->nranks; k++) w->agree[k] = open_rank(w, k);
+  for (int k = 0; k < w->nranks; k++) {
+    args[k] = (rank_arg){w, k};
+    cr_assert_eq(pthread_create(&t[k], NULL, rank_main, &args[k]), 0);
+  }
+  for (int k = 0; k < w->nranks; k++) pthread_join(t[k], NULL);
+  for (int k = 0; k < w->nranks; k++) {
+    const symmpin_plan *p = symmpin_agree_plan(w->agree[k]);
+    w->has_plan[k] = p != NULL;
+    w->digest[k] = p ? p->digest : 0;
+    w->stopped[k] = symmpin_agree_stopped(w->agree[k]);
+    symmpin_agree_close(w->agree[k]);
+  }
+}
+
+/* Every rank ended with the same plan, adopted at the same calls. */
+static void assert_same_everywhere(const world *w) {
+  for (int k = 1; k < w->nranks; k++) {
+    cr_assert_eq(w->has_plan[k], w->has_plan[0], "rank %d plan %d vs rank 0 %d", k, w->has_plan[k],
+                 w->has_plan[0]);
+    cr_assert_eq(w->digest[k], w->digest[0], "rank %d digest %llx vs %llx", k,
+                 (unsigned long long)w->digest[k], (unsigned long long)w->digest[0]);
+    cr_assert_eq(w->ngo[k], w->ngo[0], "rank %d agreed %d epochs, rank 0 %d", k, w->ngo[k],
+                 w->ngo[0]);
+    for (int i = 0; i < w->ngo[0]; i++)
+      cr_assert_eq(w->go_at[k][i], w->go_at[0][i], "GO %d at call %llu vs %llu", i,
+                   (unsigned long long)w->go_at[k][i], (unsigned long long)w->go_at[0][i]);
+    cr_assert_eq(w->stopped[k], w->stopped[0]);
+  }
+}
+
+static world W; /* large: not on a thread's stack */
+
+/* ---- GO ---- */
+
+ParameterizedTestParameters(agree, go_same_plan) {
+  static int ranks[] = {2, 3, 4};
+  return cr_make_param_array(int, ranks, sizeof ranks / sizeof ranks[0]);
+}
+
+ParameterizedTest(int *nranks, agree, go_same_plan, .timeout = 60) {
+  world_init(&W, *nranks, 64, 5000);
+  world_loop(&W, 4, 64);
+  world_run(&W);
+  assert_same_everywhere(&W);
+  /* A loop of 4 repeated twice ends warm-up at call 16 (the shortest warm-up); the agreement
+   * reads its three rounds at the next three calls. */
+  cr_assert_geq(W.ngo[0], 1);
+  cr_assert_eq(W.go_at[0][0], 16 + SYMMPIN_AGREEMENT_CALLS);
+  cr_assert(W.has_plan[0]);
+}
+
+/* ---- FAIL ---- */
+
+Test(agree, one_failed_attach_fails_the_epoch_everywhere_then_the_retry_agrees, .timeout = 60) {
+  world_init(&W, 3, 64, 5000);
+  world_loop(&W, 4, 200);
+  W.fakes[2].fail_attach_epoch1 = true;
+  world_run(&W);
+  assert_same_everywhere(&W);
+  /* Epoch 1 (closed at 16) failed on every rank: nobody adopted at call 19; the retry closes one
+   * interval (64 calls) after the failed close and agrees. */
+  cr_assert_geq(W.ngo[0], 1);
+  cr_assert_eq(W.go_at[0][0], 16 + 64 + SYMMPIN_AGREEMENT_CALLS);
+}
+
+/* ---- a post at the last moment of a peer's timeout ---- */
+
+/* Rank 0's wait for rank 1's "attached" post expires; at exactly that moment rank 1 posts it and
+ * decides GO (it has everything); then rank 0 proposes FAIL. */
+static void let_peer_finish(fake_rank *f, uint32_t round) {
+  world *w = f->w;
+  (void)round;
+  if (f->rank != 0 || atomic_load(&w->release)) return;
+  uint64_t target = w->pause_at[1] + 1; /* rank 1 posts at pause_at, decides at the next call */
+  atomic_store(&w->release, 1);
+  while (atomic_load(&w->progress[1]) < target) usleep(1000);
+}
+
+Test(agree, wait_expiring_as_the_last_post_lands_still_adopts_the_plan, .timeout = 60) {
+  world_init(&W, 2, 64, 300);
+  world_loop(&W, 4, 40);
+  /* Warm-up closes at 16: record posted at 16, plan at 17, attached at 18, decided at 19. Rank 1
+   * stops before call 18 until rank 0 (deciding at 19) has given up on it. */
+  W.pause_at[1] = 18;
+  W.fakes[0].gave_up = let_peer_finish;
+  world_run(&W);
+  cr_assert(atomic_load(&W.release), "rank 0 never gave up: the scenario did not happen");
+  assert_same_everywhere(&W);
+  cr_assert(W.has_plan[0] && W.has_plan[1]);
+  cr_assert_eq(W.go_at[0][0], 19);
+}
+
+/* The same race on the first record round: rank 0 gives up on rank 1's record (not one host's),
+ * and rank 1 posts it at that moment. Both must end stopped, without a plan. */
+static void let_peer_post_record(fake_rank *f, uint32_t round) {
+  world *w = f->w;
+  (void)round;
+  if (f->rank != 0 || atomic_load(&w->release)) return;
+  atomic_store(&w->release, 1);
+  while (atomic_load(&w->progress[1]) < w->pause_at[1]) usleep(1000);
+}
+
+Test(agree, first_record_posted_at_the_deadline_stops_both_ranks, .timeout = 60) {
+  world_init(&W, 2, 64, 300);
+  world_loop(&W, 4, 40);
+  W.pause_at[1] = 16; /* rank 1 holds its closing call (the record post) */
+  W.fakes[0].gave_up = let_peer_post_record;
+  world_run(&W);
+  cr_assert(atomic_load(&W.release), "rank 0 never gave up: the scenario did not happen");
+  assert_same_everywhere(&W);
+  cr_assert(!W.has_plan[0]);
+  cr_assert_eq(W.stopped[0], SYMMPIN_AGREE_NOT_ONE_HOST);
+}
+
+/* ---- late and dead ranks ---- */
+
+Test(agree, a_late_rank_within_the_timeout_changes_nothing, .timeout = 60) {
+  world_init(&W, 2, 64, 3000);
+  world_loop(&W, 4, 64);
+  W.start_delay_ms[1] = 400;
+  world_run(&W);
+  assert_same_everywhere(&W);
+  cr_assert(W.has_plan[0]);
+  cr_assert_eq(W.go_at[0][0], 19);
+}
+
+Test(agree, a_rank_that_never_arrives_stops_the_agreement_once, .timeout = 60) {
+  world_init(&W, 2, 64, 300);
+  world_loop(&W, 4, 64);
+  W.stop_after[1] = 10; /* rank 1 stops calling before warm-up ends: it never posts its record */
+  uint64_t t0 = now_ms();
+  world_run(&W);
+  uint64_t took = now_ms() - t0;
+  cr_assert(!W.has_plan[0]);
+  cr_assert_eq(W.stopped[0], SYMMPIN_AGREE_NOT_ONE_HOST);
+  /* One timeout, not one per call or per epoch. */
+  cr_assert_lt(took, 3 * W.timeout_ms, "took %llu ms", (unsigned long long)took);
+  cr_assert_lt(W.slowest_step_ms[0], 50);
+}
+
+/* ---- ranks whose records closed at different calls ---- */
+
+Test(agree, misaligned_closes_meet_at_a_common_call, .timeout = 60) {
+  world_init(&W, 2, 32, 5000);
+  world_loop(&W, 4, 200);
+  /* Rank 1's first calls repeat no shape, so its warm-up runs to the limit (32) while rank 0's
+   * loop ends warm-up at 16. Both must meet at max(16, 32) + 32 = 64 and agree there. */
+  for (size_t i = 0; i < 32; i++) W.calls[1][i].count = 100000 + i;
+  world_run(&W);
+  assert_same_everywhere(&W);
+  cr_assert_geq(W.ngo[0], 1);
+  cr_assert_eq(W.go_at[0][0], 64 + SYMMPIN_AGREEMENT_CALLS);
+}
