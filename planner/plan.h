@@ -49,7 +49,7 @@ extern const char *const symmpin_plan_mode_names[];
 int symmpin_plan_mode_from_name(const char *name);
 
 /* Slot bytes for a call shape, a multiple of 256; 0 = unsupported shape. In the library this is
- * the kernels' symmpin_oneshot_slot_bytes (staged form). */
+ * the kernels' symmpin_kernel_slot_bytes (staged input). */
 typedef size_t (*symmpin_slot_bytes_fn)(size_t count, int dtype, int nranks, void *ctx);
 /* Whether the kernels handle (dtype, op). */
 typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
@@ -58,6 +58,20 @@ typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
  * 2 x H200 (docs/perf-notes.md). One definition for the library's configuration and the replay. */
 #define SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB 2
 #define SYMMPIN_PLAN_MAX_BYTES_DEFAULT ((uint64_t)SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB << 20)
+
+/* What plans need from the kernels, bound by the caller (planner/ cannot include kernels/): the
+ * engine and symmpin-replay pass the SAME binding (preload/agree.h's symmpin_agree_kernels), so
+ * they size and separate slots alike. */
+typedef struct symmpin_plan_kernels {
+  symmpin_slot_bytes_fn slot_bytes;
+  symmpin_supports_fn supports;
+  void *ctx; /* for the two above */
+  /* The slot class of a call shape: calls whose classes differ never share slot bytes
+   * (planner/record.h folds it with the stream into the planner's sharing class). */
+  int (*slot_class)(size_t count, int dtype, int nranks);
+  int nclasses;
+  const char *(*class_name)(int klass); /* for reports ("LL", "copy", ...) */
+} symmpin_plan_kernels;
 
 typedef struct symmpin_plan_policy {
   symmpin_plan_mode mode;

@@ -45,7 +45,7 @@ typedef struct symmpin_record {
  *   the planner never lets entries on different streams share bytes, so a slot is never used by two
  *   unordered streams (the safety net of docs/planner.md);
  * - the "stream" the planner sees is a sharing class: stream ordinal x kernel variant, since slots
- *   may be shared over time only by calls of one kernel variant (kernels/layout.h). */
+ *   may be shared over time only by calls of one kernel slot class (kernels/allreduce.h). */
 uint64_t symmpin_call_key(uint64_t site, int stream_ord);
 int symmpin_call_class(int stream_ord, int variant, int nvariants);
 

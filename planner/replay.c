@@ -73,6 +73,7 @@ typedef struct loaded {
   comm_data *comms;
   size_t ncomms;
   size_t unattributed;      /* all-reduces whose rank could not be told */
+  const symmpin_plan_kernels *kernels;
 } loaded;
 
 /* Splits learn rank and size lazily, so a communicator may grow as events come in. */
@@ -248,8 +249,8 @@ static symmpin_status load_file(loaded *L, int fi) {
     /* Keys and sharing classes as the preload makes them (planner/record.h), with the comm's
      * size as the preload knows it at the call. */
     int nranks = ev->nranks > 0 ? ev->nranks : c->nranks;
-    int variant = symmpin_replay_variant(ev->count, ev->dtype, nranks);
-    int klass = symmpin_call_class(ev->stream_ord, variant, symmpin_replay_variants());
+    int variant = L->kernels->slot_class(ev->count, ev->dtype, nranks);
+    int klass = symmpin_call_class(ev->stream_ord, variant, L->kernels->nclasses);
     uint64_t key = symmpin_call_key(ev->site, ev->stream_ord);
     if (!key_note(c, key, ev->site, ev->stream_ord, klass, variant)) goto nomem;
     r->calls[r->ncalls] = (symmpin_call){.site = key, .count = ev->count, .dtype = ev->dtype,
@@ -334,7 +335,8 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
   }
 
   symmpin_plan_policy pol = {.mode = o->mode, .max_bytes = o->max_bytes, .alignment = 256,
-                             .slot_bytes = o->slot_bytes, .supports = o->supports, .ctx = o->ctx,
+                             .slot_bytes = o->kernels->slot_bytes,
+                             .supports = o->kernels->supports, .ctx = o->kernels->ctx,
                              .nranks = c->nranks};
   for (;;) {
     /* Every rank runs to its next closing call; the agreement then needs the calls after it. */
@@ -582,9 +584,9 @@ static void streams_list(FILE *out, uint64_t mask) {
 
 static symmpin_status report_json(const loaded *L, const symmpin_replay_options *o, FILE *out) {
   fprintf(out, "{\"version\":1,\"mode\":\"%s\",\"warmup\":%u,\"max_bytes\":%" PRIu64
-               ",\"slot_bytes_from\":\"%s\",\"unattributed_calls\":%zu,\"files\":[",
+               ",\"unattributed_calls\":%zu,\"files\":[",
           symmpin_plan_mode_name(o->mode), o->warmup ? o->warmup : SYMMPIN_WARMUP_DEFAULT,
-          o->max_bytes, symmpin_replay_slot_source(), L->unattributed);
+          o->max_bytes, L->unattributed);
   for (int f = 0; f < L->nfiles; f++) {
     if (f) fputc(',', out);
     json_str(out, L->files[f].path);
@@ -628,7 +630,7 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
       const key_info *ki = rows[k].k;
       const symmpin_site *s = rows[k].agg;
       decision d = key_decision(c, ki->key);
-      const char *kernel = symmpin_replay_variant_name(ki->variant);
+      const char *kernel = L->kernels->class_name(ki->variant);
       fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"stream\":%d,\"class\":%d,\"kernel\":",
               k ? "," : "", ki->site, ki->stream, ki->klass);
       if (kernel)
@@ -674,9 +676,9 @@ static void print_entry_name(FILE *out, const comm_data *c, uint64_t key) {
 
 static symmpin_status report_text(const loaded *L, const symmpin_replay_options *o, FILE *out) {
   fprintf(out, "symmpin-replay: %d trace file(s), planner %s, warm-up %u, max bytes %" PRIu64
-               ", slot sizes from the %s\n",
+               ", slot sizes from the kernels\n",
           L->nfiles, symmpin_plan_mode_name(o->mode), o->warmup ? o->warmup : SYMMPIN_WARMUP_DEFAULT,
-          o->max_bytes, symmpin_replay_slot_source());
+          o->max_bytes);
   if (L->unattributed)
     fprintf(out, "  %zu all-reduce(s) could not be attributed to a communicator rank\n",
             L->unattributed);
@@ -761,7 +763,7 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
     for (size_t k = 0; k < p->nsites; k++) {
       const symmpin_plan_site *s = &p->sites[k];
       const key_info *ki = key_find(c, s->site);
-      const char *kernel = ki ? symmpin_replay_variant_name(ki->variant) : NULL;
+      const char *kernel = ki ? L->kernels->class_name(ki->variant) : NULL;
       fputs("    ", out);
       print_entry_name(out, c, s->site);
       if (s->pinned) {
@@ -784,7 +786,7 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
 
 symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
                                   const symmpin_replay_options *o, FILE *out) {
-  loaded L = {0};
+  loaded L = {.kernels = o->kernels};
   symmpin_status st = SYMMPIN_OK;
   L.files = calloc((size_t)(npaths > 0 ? npaths : 1), sizeof(*L.files));
   if (!L.files) {

@@ -16,27 +16,12 @@ typedef struct symmpin_replay_options {
   uint32_t warmup;            /* SYMMPIN_WARMUP; 0 = default */
   uint64_t max_bytes;         /* SYMMPIN_MAX_BYTES */
   bool json;                  /* one JSON document instead of the text report */
-  symmpin_slot_bytes_fn slot_bytes;
-  symmpin_supports_fn supports;
-  void *ctx;
+  const symmpin_plan_kernels *kernels; /* the library's binding: preload/agree.h */
 } symmpin_replay_options;
 
 /* Reads every path, prints the report to out. SYMMPIN_ERR_IO / _INVALID / _UNSUPPORTED when a
  * trace cannot be read. */
 symmpin_status symmpin_replay_run(const char *const *paths, int npaths,
                                   const symmpin_replay_options *o, FILE *out);
-
-/* The slot size function the replay uses (replay_slots.c): the kernels' own when built with them. */
-size_t symmpin_replay_slot_bytes(size_t count, int dtype, int nranks, void *ctx);
-bool symmpin_replay_supports(int dtype, int op, void *ctx);
-/* The kernels' slot class of a call shape (staged input) and how many there are: calls of
- * different classes never share slot bytes (kernels/allreduce.h; planner/record.h's sharing
- * classes); 0 and 1 with the stand-in. */
-int symmpin_replay_variant(size_t count, int dtype, int nranks);
-int symmpin_replay_variants(void);
-/* A slot class's name for reports ("LL", "copy", "in-slot"); NULL with the stand-in. */
-const char *symmpin_replay_variant_name(int variant);
-/* "kernels" or "stand-in": which one the above is. */
-const char *symmpin_replay_slot_source(void);
 
 #endif

@@ -1,7 +1,7 @@
 /* Shared slots: sites that can never be in flight together share one slot, i.e. the SAME offset.
  *
  * Why whole slots and never partial overlaps: a slot starts with the kernels' header (per-slot
- * epoch counters and barrier flags, kernels/layout.h) and its data units sit at positions that do
+ * epoch counters and barrier flags, kernels/oneshot_layout.h) and its data units sit at positions that do
  * not depend on the call shape, so calls of different shapes at one offset, ordered by one stream,
  * are exactly what the kernels support (the next call flips parity, the call after that can only
  * start once every peer has finished reading). A site placed at a different offset inside another

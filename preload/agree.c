@@ -7,8 +7,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "kernels/layout.h"
-#include "kernels/oneshot.h"
+#include "kernels/allreduce.h"
 #include "planner/record.h"
 #include "planner/schedule.h"
 #include "planner/warmup.h"
@@ -74,22 +73,34 @@ static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 
 /* ---- what plans are made of: the kernels' slot sizes and sharing classes ---- */
 
-size_t symmpin_agree_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
+static size_t kernel_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;
-  return symmpin_oneshot_slot_bytes(count, dtype, nranks, SYMMPIN_FORM_STAGED);
+  return symmpin_kernel_slot_bytes(count, dtype, nranks, SYMMPIN_INPUT_STAGED);
 }
 
-bool symmpin_agree_supports(int dtype, int op, void *ctx) {
+static bool kernel_supports(int dtype, int op, void *ctx) {
   (void)ctx;
-  return symmpin_oneshot_supports(dtype, op);
+  return symmpin_kernel_supports(dtype, op);
 }
 
-/* Calls of different kernel variants never share a slot (LL then copy on one slot timed out on the
- * GPU), and calls on different streams never do (planner/record.h). */
-int symmpin_agree_slot_class(int stream_ord, size_t count, int dtype, int nranks) {
-  return symmpin_call_class(
-      stream_ord, (int)symmpin_oneshot_variant_for(count, dtype, nranks, SYMMPIN_FORM_STAGED),
-      SYMMPIN_ONESHOT_VARIANT_COUNT);
+static int kernel_slot_class(size_t count, int dtype, int nranks) {
+  return symmpin_kernel_slot_class(count, dtype, nranks, SYMMPIN_INPUT_STAGED);
+}
+
+const symmpin_plan_kernels symmpin_agree_kernels = {
+    .slot_bytes = kernel_slot_bytes,
+    .supports = kernel_supports,
+    .slot_class = kernel_slot_class,
+    .nclasses = SYMMPIN_KERNEL_SLOT_CLASSES,
+    .class_name = symmpin_kernel_slot_class_name,
+};
+
+/* The planner's sharing class: stream x kernel slot class (planner/record.h). Calls of different
+ * kernel algorithms never share a slot (LL then copy on one slot timed out on the GPU), and calls
+ * on different streams never do. */
+static int sharing_class(int stream_ord, size_t count, int dtype, int nranks) {
+  return symmpin_call_class(stream_ord, kernel_slot_class(count, dtype, nranks),
+                            SYMMPIN_KERNEL_SLOT_CLASSES);
 }
 
 uint64_t symmpin_agree_key(const symmpin_agree_call *call) {
@@ -245,10 +256,10 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     return;
   }
   int nranks = a->p.nranks;
-  symmpin_record records[SYMMPIN_MAX_RANKS];
-  const symmpin_record *rp[SYMMPIN_MAX_RANKS];
-  symmpin_pool_facts facts[SYMMPIN_MAX_RANKS];
-  uint64_t closes[SYMMPIN_MAX_RANKS];
+  symmpin_record records[SYMMPIN_KERNEL_MAX_RANKS];
+  const symmpin_record *rp[SYMMPIN_KERNEL_MAX_RANKS];
+  symmpin_pool_facts facts[SYMMPIN_KERNEL_MAX_RANKS];
+  uint64_t closes[SYMMPIN_KERNEL_MAX_RANKS];
   int decoded = 0;
   bool any_capturing = capturing;
   for (int r = 0; r < nranks; r++) {
@@ -278,8 +289,8 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
         .mode = a->p.mode,
         .max_bytes = a->p.max_bytes,
         .alignment = 256,
-        .slot_bytes = symmpin_agree_slot_bytes,
-        .supports = symmpin_agree_supports,
+        .slot_bytes = kernel_slot_bytes,
+        .supports = kernel_supports,
         .nranks = nranks,
     };
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
@@ -316,7 +327,7 @@ static void epoch_attach(symmpin_agree *a, bool capturing) {
     epoch_fail(a);
     return;
   }
-  const void *exports[SYMMPIN_MAX_RANKS];
+  const void *exports[SYMMPIN_KERNEL_MAX_RANKS];
   bool same = a->candidate != NULL, p2p = true;
   for (int r = 0; r < a->p.nranks; r++) {
     size_t bytes = 0;
@@ -370,7 +381,7 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
     symmpin_call c = {
         .site = symmpin_agree_key(call), .count = call->count, .dtype = call->dtype,
         .op = call->op,
-        .stream_ord = symmpin_agree_slot_class(call->stream_ord, call->count, call->dtype,
+        .stream_ord = sharing_class(call->stream_ord, call->count, call->dtype,
                                                a->p.nranks),
         .in_place = call->in_place, .capturing = call->capturing,
         .send_alloc = call->send_alloc, .recv_alloc = call->recv_alloc,
@@ -399,7 +410,7 @@ symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_ag
   if (!a->plan) return SYMMPIN_PLAN_UNPLANNED;
   return symmpin_plan_route(
       a->plan, symmpin_agree_key(call),
-      symmpin_agree_slot_class(call->stream_ord, call->count, call->dtype, a->p.nranks), slot);
+      sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks), slot);
 }
 
 bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms) {

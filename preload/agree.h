@@ -114,9 +114,8 @@ uint64_t symmpin_agree_key(const symmpin_agree_call *call);
  * if some rank did not arrive. */
 bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms);
 
-/* The slot sizes and sharing classes plans use (the kernels', staged form): also for tools. */
-size_t symmpin_agree_slot_bytes(size_t count, int dtype, int nranks, void *ctx);
-bool symmpin_agree_supports(int dtype, int op, void *ctx);
-int symmpin_agree_slot_class(int stream_ord, size_t count, int dtype, int nranks);
+/* What plans are made of: the kernels' slot sizes, support and slot classes for staged input, as
+ * the engine launches them. symmpin-replay plans with this same binding. */
+extern const symmpin_plan_kernels symmpin_agree_kernels;
 
 #endif

@@ -13,7 +13,7 @@
 #include <uthash.h>
 
 #include "common/log.h"
-#include "kernels/oneshot.h"
+#include "kernels/allreduce.h"
 #include "preload/agree.h"
 #include "preload/config.h"
 #include "preload/host.h"
@@ -31,7 +31,7 @@ struct symmpin_engine_comm {
   symmpin_agree *agree;      /* NULL when setup failed (then off_reason says why) */
   symmpin_reason off_reason;
   symmpin_pool *pool;
-  symmpin_oneshot_error *err_host, *err_dev;
+  symmpin_kernel_error *err_host, *err_dev;
   uint64_t timeout_cycles;
   bool timeout_reported;
   site_entry *site_of_key;   /* plan key -> call site, for keys seen while not redirected */
@@ -169,7 +169,7 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
               .reserve = op_reserve, .attach = op_attach},
   };
-  if (c->nranks > SYMMPIN_MAX_RANKS) {
+  if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
   } else if (symmpin_pool_create(c->rank, c->nranks, c->device, &e->pool) != SYMMPIN_OK ||
              symmpin_agree_open(&p, &e->agree) != SYMMPIN_OK) { /* no CUDA call yet */
@@ -220,10 +220,10 @@ static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e
 static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
                    const symmpin_plan_site *slot) {
   const symmpin_allreduce_call *a = ec->call;
-  symmpin_oneshot_call k = {
+  symmpin_kernel_call k = {
       .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
       .send = a->send, .recv = a->recv, .count = a->count, .dtype = a->dtype, .op = a->op,
-      .form = SYMMPIN_FORM_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
+      .input = SYMMPIN_INPUT_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
       .error = e->err_dev,
   };
   for (int r = 0; r < c->nranks; r++) {
@@ -233,7 +233,7 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != c->device) cudaSetDevice(c->device);
-  symmpin_status st = symmpin_oneshot_launch(&k, a->stream);
+  symmpin_status st = symmpin_kernel_launch(&k, a->stream);
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   return st == SYMMPIN_OK;
 }

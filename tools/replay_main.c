@@ -13,6 +13,7 @@
 #include "common/version.h"
 #include "planner/replay.h"
 #include "planner/warmup.h"
+#include "preload/agree.h"
 
 #define PROG "symmpin-replay"
 
@@ -87,8 +88,7 @@ int main(int argc, char **argv) {
   symmpin_replay_options o = {.mode = SYMMPIN_PLAN_SHARED,
                               .warmup = SYMMPIN_WARMUP_DEFAULT,
                               .max_bytes = SYMMPIN_PLAN_MAX_BYTES_DEFAULT,
-                              .slot_bytes = symmpin_replay_slot_bytes,
-                              .supports = symmpin_replay_supports};
+                              .kernels = &symmpin_agree_kernels};
   unsigned long long v;
   int c, m;
   opterr = 0;

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "common/types.h"
-#include "kernels/oneshot.h"
+#include "kernels/allreduce.h"
 #include "symmem/board.h"
 #include "symmem/pool.h"
 
@@ -51,7 +51,7 @@ typedef struct opts {
   int dtypes[MAX_DTYPES];
   int ndtypes;
   int rounds;
-  int nranks; /* 0: every visible GPU (at most SYMMPIN_MAX_RANKS) */
+  int nranks; /* 0: every visible GPU (at most SYMMPIN_KERNEL_MAX_RANKS) */
   bool single, quick, seed_set;
   uint64_t seed;
   unsigned timeout_s;
@@ -71,9 +71,9 @@ typedef struct rank_st {
   void *win_send;                   /* ncclMemAlloc'd input of nccl_win */
   void *out[V_COUNT];               /* outputs; out[V_WIN] is ncclMemAlloc'd */
   ncclWindow_t win[2];              /* windows of win_send and out[V_WIN] (NULL: not registered) */
-  void *slot[2][SYMMPIN_MAX_RANKS]; /* [form][rank] */
-  symmpin_oneshot_error *err[2], *err_dev[2]; /* per form: host view, device view */
-  symmpin_oneshot_call call[2];
+  void *slot[2][SYMMPIN_KERNEL_MAX_RANKS]; /* [form][rank] */
+  symmpin_kernel_error *err[2], *err_dev[2]; /* per form: host view, device view */
+  symmpin_kernel_call call[2];
   cudaGraphExec_t exec[V_COUNT];
   uint64_t pre_hash[2]; /* symmpin outputs at the check before timing */
   bool pre_ok[2];       /* pre_hash[f] holds this size's check */
@@ -97,7 +97,7 @@ typedef struct bench {
   int iters[MAX_SIZES];
   uint8_t *bad; /* [dtype][size][variant]: a result check failed on some rank */
   uint8_t *host_in, *host_out[V_COUNT];
-  char gpu_desc[SYMMPIN_MAX_RANKS][128];
+  char gpu_desc[SYMMPIN_KERNEL_MAX_RANKS][128];
   char no_pool_why[192];
 } bench;
 

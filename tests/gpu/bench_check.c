@@ -64,7 +64,7 @@ static uint64_t hash_bytes(const void *p, size_t n) { /* FNV-1a over 8-byte word
  * NCCL's is right. Returns the mask of variants that failed; prints the first bad element. */
 static uint32_t compare_outputs(bench *b, const rank_st *s, int dtype, size_t count, uint64_t sseed,
                                 uint32_t ran) {
-  uint64_t keys[SYMMPIN_MAX_RANKS];
+  uint64_t keys[SYMMPIN_KERNEL_MAX_RANKS];
   for (int r = 0; r < b->n; r++) keys[r] = rank_key(sseed, r);
   size_t es = symmpin_dtype_size(dtype);
   double uo = symmpin_test_unit_roundoff(dtype), ua = ldexp(1.0, -24);
@@ -120,8 +120,8 @@ void bench_check_size(bench *b, int di, int si, int dtype, size_t count) {
     SYMMPIN_TEST_CUDA(
         cudaMemcpyAsync(s->win_send, b->host_in, bytes, cudaMemcpyHostToDevice, s->stream));
     if (b->pool_ok)
-      SYMMPIN_TEST_CUDA(cudaMemcpyAsync((char *)s->slot[SYMMPIN_FORM_DIRECT][s->rank] +
-                                            symmpin_oneshot_direct_data_offset(),
+      SYMMPIN_TEST_CUDA(cudaMemcpyAsync((char *)s->slot[SYMMPIN_INPUT_IN_SLOT][s->rank] +
+                                            symmpin_kernel_in_slot_offset(),
                                         b->host_in, bytes, cudaMemcpyHostToDevice, s->stream));
     for (int v = 0; v < V_COUNT; v++)
       SYMMPIN_TEST_CUDA(cudaMemsetAsync(s->out[v], 0xFF, bytes, s->stream));
@@ -135,7 +135,7 @@ void bench_check_size(bench *b, int di, int si, int dtype, size_t count) {
     ran |= 1u << v;
   }
   bench_sync_all(b, false); /* a timeout here ends after ~10 s and drops the form (next barrier) */
-  sync_blob mine[SYMMPIN_MAX_RANKS];
+  sync_blob mine[SYMMPIN_KERNEL_MAX_RANKS];
   for (int l = 0; l < b->nlocal; l++) {
     rank_st *s = &b->loc[l];
     SYMMPIN_TEST_CUDA(cudaSetDevice(s->device));
@@ -148,7 +148,7 @@ void bench_check_size(bench *b, int di, int si, int dtype, size_t count) {
     memset(&mine[l], 0, sizeof(mine[l]));
     mine[l].bad_mask = bad;
     for (int f = 0; f < 2; f++) {
-      int v = f == SYMMPIN_FORM_STAGED ? V_STAGED : V_DIRECT;
+      int v = f == SYMMPIN_INPUT_STAGED ? V_STAGED : V_DIRECT;
       s->pre_ok[f] = (ran & (1u << v)) != 0;
       if (!s->pre_ok[f]) continue;
       mine[l].flags |= SB_HASH << f;
@@ -166,7 +166,7 @@ void bench_recheck_size(bench *b, int di, int si, int dtype, size_t count) {
   size_t bytes = count * symmpin_dtype_size(dtype);
   bench_tick("recheck", bytes);
   bench_sync_all(b, false);
-  sync_blob mine[SYMMPIN_MAX_RANKS];
+  sync_blob mine[SYMMPIN_KERNEL_MAX_RANKS];
   for (int l = 0; l < b->nlocal; l++) {
     rank_st *s = &b->loc[l];
     memset(&mine[l], 0, sizeof(mine[l]));

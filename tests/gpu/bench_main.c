@@ -4,8 +4,8 @@
  *   nccl      ncclAllReduce on cudaMalloc'd buffers;
  *   nccl_win  ncclAllReduce on ncclMemAlloc'd buffers registered as symmetric windows
  *             (NCCL_WIN_COLL_SYMMETRIC: NCCL's own fastest small-message path);
- *   staged    symmpin_oneshot_launch, form STAGED, user buffer -> separate output;
- *   direct    symmpin_oneshot_launch, form DIRECT, input already in the slot's data area.
+ *   staged    symmpin_kernel_launch, input STAGED, user buffer -> separate output;
+ *   direct    symmpin_kernel_launch, input IN_SLOT, input already in the slot's data area.
  * symmpin's slots live in a symmetric pool (symmem/pool.h) agreed over a board (symmem/board.h),
  * exactly as the library's engine gets them. Results are checked before timing (random non-zero
  * data, a float64 reference over every rank's inputs, symmpin bitwise against NCCL on <= 2 ranks)
@@ -57,7 +57,7 @@ static void usage(void) {
          "  --quick         2 rounds and 1/5 of the calls (smoke test)\n"
          "  -h, --help      this text\n"
          "  --version       the version and git revision\n",
-         SYMMPIN_MAX_RANKS, MAX_ROUNDS);
+         SYMMPIN_KERNEL_MAX_RANKS, MAX_ROUNDS);
 }
 
 static size_t parse_size(const char *s) {
@@ -190,8 +190,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
     case OPT_SINGLE: o->single = true; break;
     case OPT_QUICK: o->quick = true; break;
     case OPT_RANKS:
-      if (!symmpin_test_parse_int(optarg, 1, SYMMPIN_MAX_RANKS, &v))
-        return symmpin_test_usage_error(BENCH, "--ranks must be 1..%d", SYMMPIN_MAX_RANKS);
+      if (!symmpin_test_parse_int(optarg, 1, SYMMPIN_KERNEL_MAX_RANKS, &v))
+        return symmpin_test_usage_error(BENCH, "--ranks must be 1..%d", SYMMPIN_KERNEL_MAX_RANKS);
       o->nranks = (int)v;
       break;
     case OPT_ROUNDS:
@@ -222,7 +222,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
       if ((rc = parse_list_dtypes(o, optarg)) != 0) return rc;
       break;
     case OPT_CHILD:
-      if (!symmpin_test_parse_int(optarg, 0, SYMMPIN_MAX_RANKS - 1, &v))
+      if (!symmpin_test_parse_int(optarg, 0, SYMMPIN_KERNEL_MAX_RANKS - 1, &v))
         return symmpin_test_usage_error(BENCH, "bad --child '%s'", optarg);
       o->child_rank = (int)v;
       break;
@@ -261,8 +261,8 @@ static void bench_run(bench *b, const ncclUniqueId *id, symmpin_comm_key key) {
     SYMMPIN_TEST_CUDA(cudaSetDevice(b->loc[0].device));
     SYMMPIN_TEST_NCCL(ncclCommInitRank(&b->loc[0].comm, b->n, *id, b->loc[0].rank));
   } else {
-    ncclComm_t comms[SYMMPIN_MAX_RANKS];
-    int devs[SYMMPIN_MAX_RANKS];
+    ncclComm_t comms[SYMMPIN_KERNEL_MAX_RANKS];
+    int devs[SYMMPIN_KERNEL_MAX_RANKS];
     for (int r = 0; r < b->n; r++) devs[r] = b->loc[r].device;
     SYMMPIN_TEST_NCCL(ncclCommInitAll(comms, b->n, devs));
     for (int r = 0; r < b->n; r++) b->loc[r].comm = comms[r];

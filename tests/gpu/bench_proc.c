@@ -97,7 +97,7 @@ int bench_visible_ranks(const opts *o) {
     fprintf(stderr, BENCH ": no CUDA device (%s)\n", cudaGetErrorString(e));
     return 0;
   }
-  int n = o->nranks ? o->nranks : (ngpus < SYMMPIN_MAX_RANKS ? ngpus : SYMMPIN_MAX_RANKS);
+  int n = o->nranks ? o->nranks : (ngpus < SYMMPIN_KERNEL_MAX_RANKS ? ngpus : SYMMPIN_KERNEL_MAX_RANKS);
   if (n > ngpus) {
     fprintf(stderr, BENCH ": --ranks %d needs %d GPUs, %d visible (NCCL wants one GPU per rank)\n",
             n, n, ngpus);
@@ -130,9 +130,9 @@ int bench_run_parent(const opts *o, int argc, char **argv) {
   posix_spawn_file_actions_adddup2(&fa, fds[1], CHILD_FD); /* dup2 clears close-on-exec */
   char **cargv = calloc((size_t)argc + 12, sizeof(char *));
   if (!cargv) bench_die("out of host memory");
-  pid_t pids[SYMMPIN_MAX_RANKS];
-  int status[SYMMPIN_MAX_RANKS];
-  bool done[SYMMPIN_MAX_RANKS] = {0};
+  pid_t pids[SYMMPIN_KERNEL_MAX_RANKS];
+  int status[SYMMPIN_KERNEL_MAX_RANKS];
+  bool done[SYMMPIN_KERNEL_MAX_RANKS] = {0};
   int spawned = 0;
   for (int r = 0; r < n; r++) {
     char rstr[16];
@@ -191,7 +191,7 @@ int bench_run_parent(const opts *o, int argc, char **argv) {
     }
     usleep(50 * 1000);
   }
-  bool seen[SYMMPIN_MAX_RANKS] = {0};
+  bool seen[SYMMPIN_KERNEL_MAX_RANKS] = {0};
   FILE *in = fdopen(fds[0], "r");
   int rr, pp, ff;
   while (in && fscanf(in, "%d %d %d", &rr, &pp, &ff) == 3) {

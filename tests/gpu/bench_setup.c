@@ -18,8 +18,8 @@ void bench_setup_devices(bench *b) {
     SYMMPIN_TEST_CUDA(cudaEventCreate(&s->ev1));
     for (int f = 0; f < 2; f++) {
       void *h = NULL, *d = NULL;
-      SYMMPIN_TEST_CUDA(cudaHostAlloc(&h, sizeof(symmpin_oneshot_error), cudaHostAllocMapped));
-      memset(h, 0, sizeof(symmpin_oneshot_error));
+      SYMMPIN_TEST_CUDA(cudaHostAlloc(&h, sizeof(symmpin_kernel_error), cudaHostAllocMapped));
+      memset(h, 0, sizeof(symmpin_kernel_error));
       SYMMPIN_TEST_CUDA(cudaHostGetDevicePointer(&d, h, 0));
       s->err[f] = h;
       s->err_dev[f] = d;
@@ -70,8 +70,8 @@ void bench_setup_pools(bench *b) {
     size_t es = symmpin_dtype_size(b->o.dtypes[d]);
     for (int i = 0; i < b->o.nsizes; i++) {
       size_t c = b->o.sizes[i] / es;
-      size_t st = symmpin_oneshot_slot_bytes(c, b->o.dtypes[d], b->n, SYMMPIN_FORM_STAGED);
-      size_t di = symmpin_oneshot_slot_bytes(c, b->o.dtypes[d], b->n, SYMMPIN_FORM_DIRECT);
+      size_t st = symmpin_kernel_slot_bytes(c, b->o.dtypes[d], b->n, SYMMPIN_INPUT_STAGED);
+      size_t di = symmpin_kernel_slot_bytes(c, b->o.dtypes[d], b->n, SYMMPIN_INPUT_IN_SLOT);
       if (st > staged) staged = st;
       if (di > direct) direct = di;
     }
@@ -83,7 +83,7 @@ void bench_setup_pools(bench *b) {
   b->slot_bytes[1] = direct;
   size_t total = b->slot_off[1] + direct;
 
-  hello_blob hello[SYMMPIN_MAX_RANKS];
+  hello_blob hello[SYMMPIN_KERNEL_MAX_RANKS];
   for (int l = 0; l < b->nlocal; l++) {
     rank_st *s = &b->loc[l];
     SYMMPIN_TEST_OK(symmpin_pool_facts_get(s->device, &hello[l].facts));
@@ -95,9 +95,9 @@ void bench_setup_pools(bench *b) {
     snprintf(hello[l].desc, sizeof(hello[l].desc), "GPU %d %.48s (%s, pid %d)", s->device,
              prop.name, bus, (int)getpid());
   }
-  const void *out[SYMMPIN_MAX_RANKS];
+  const void *out[SYMMPIN_KERNEL_MAX_RANKS];
   bench_exchange(b, hello, sizeof(hello_blob), out);
-  symmpin_pool_facts facts[SYMMPIN_MAX_RANKS];
+  symmpin_pool_facts facts[SYMMPIN_KERNEL_MAX_RANKS];
   b->win_ok = true;
   for (int r = 0; r < b->n; r++) {
     const hello_blob *h = out[r];
@@ -105,8 +105,8 @@ void bench_setup_pools(bench *b) {
     b->win_ok &= h->win_ok != 0;
     snprintf(b->gpu_desc[r], sizeof(b->gpu_desc[r]), "%s", h->desc);
   }
-  symmpin_pool *pools[SYMMPIN_MAX_RANKS];
-  symmpin_board *boards[SYMMPIN_MAX_RANKS];
+  symmpin_pool *pools[SYMMPIN_KERNEL_MAX_RANKS];
+  symmpin_board *boards[SYMMPIN_KERNEL_MAX_RANKS];
   for (int l = 0; l < b->nlocal; l++) {
     rank_st *s = &b->loc[l];
     SYMMPIN_TEST_OK(symmpin_pool_create(s->rank, b->n, s->device, &s->pool));

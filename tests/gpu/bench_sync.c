@@ -57,7 +57,7 @@ static uint32_t local_timeouts(bench *b) {
 /* A barrier that also spreads timeouts, failed checks and output hashes: returns the OR of every
  * rank's flags and bad masks; with hashes, every local rank compares them with every rank's. */
 sync_blob bench_barrier(bench *b, const sync_blob *mine /* nlocal entries, or NULL */) {
-  sync_blob local[SYMMPIN_MAX_RANKS];
+  sync_blob local[SYMMPIN_KERNEL_MAX_RANKS];
   uint32_t to = local_timeouts(b);
   for (int l = 0; l < b->nlocal; l++) {
     if (mine)
@@ -66,10 +66,10 @@ sync_blob bench_barrier(bench *b, const sync_blob *mine /* nlocal entries, or NU
       memset(&local[l], 0, sizeof(local[l]));
     local[l].flags |= to;
   }
-  const void *out[SYMMPIN_MAX_RANKS];
+  const void *out[SYMMPIN_KERNEL_MAX_RANKS];
   bench_exchange(b, local, sizeof(sync_blob), out);
   sync_blob all = {0, 0, {0, 0}};
-  sync_blob got[SYMMPIN_MAX_RANKS];
+  sync_blob got[SYMMPIN_KERNEL_MAX_RANKS];
   for (int r = 0; r < b->n; r++) {
     memcpy(&got[r], out[r], sizeof(got[r]));
     all.flags |= got[r].flags;

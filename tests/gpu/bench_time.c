@@ -5,7 +5,7 @@
 
 #include "tests/gpu/bench.h"
 
-int bench_form_of(int v) { return v == V_STAGED ? SYMMPIN_FORM_STAGED : SYMMPIN_FORM_DIRECT; }
+int bench_form_of(int v) { return v == V_STAGED ? SYMMPIN_INPUT_STAGED : SYMMPIN_INPUT_IN_SLOT; }
 
 /* Whether a variant runs for this shape; the same answer on every rank (agreed flags, pure
  * functions of the shape). */
@@ -13,7 +13,7 @@ bool bench_usable(const bench *b, int v, int dtype, size_t count) {
   if (v == V_NCCL || v == V_WIN) return true;
   int f = bench_form_of(v);
   if (!b->pool_ok || !b->form_ok[f]) return false;
-  size_t need = symmpin_oneshot_slot_bytes(count, dtype, b->n, (symmpin_oneshot_form)f);
+  size_t need = symmpin_kernel_slot_bytes(count, dtype, b->n, (symmpin_kernel_input)f);
   return need != 0 && need <= b->slot_bytes[f];
 }
 
@@ -21,18 +21,18 @@ static void prepare_calls(bench *b, int dtype, size_t count) {
   for (int l = 0; l < b->nlocal && b->pool_ok; l++) {
     rank_st *s = &b->loc[l];
     for (int f = 0; f < 2; f++) {
-      symmpin_oneshot_call *c = &s->call[f];
+      symmpin_kernel_call *c = &s->call[f];
       memset(c, 0, sizeof(*c));
       for (int r = 0; r < b->n; r++) c->slot[r] = s->slot[f][r];
       c->slot_bytes = b->slot_bytes[f];
       c->rank = s->rank;
       c->nranks = b->n;
-      c->send = f == SYMMPIN_FORM_STAGED ? s->send : NULL;
-      c->recv = s->out[f == SYMMPIN_FORM_STAGED ? V_STAGED : V_DIRECT];
+      c->send = f == SYMMPIN_INPUT_STAGED ? s->send : NULL;
+      c->recv = s->out[f == SYMMPIN_INPUT_STAGED ? V_STAGED : V_DIRECT];
       c->count = count;
       c->dtype = dtype;
       c->op = SYMMPIN_SUM;
-      c->form = (symmpin_oneshot_form)f;
+      c->input = (symmpin_kernel_input)f;
       c->site = 0xBE0C0000u + (uint64_t)f;
       c->timeout_cycles = b->timeout_cycles;
       c->error = s->err_dev[f];
@@ -57,7 +57,7 @@ void bench_issue(bench *b, int v, int dtype, size_t count, int calls) {
       for (int l = 0; l < b->nlocal; l++) {
         rank_st *s = &b->loc[l];
         if (b->nlocal > 1) SYMMPIN_TEST_CUDA(cudaSetDevice(s->device));
-        SYMMPIN_TEST_OK(symmpin_oneshot_launch(&s->call[f], s->stream));
+        SYMMPIN_TEST_OK(symmpin_kernel_launch(&s->call[f], s->stream));
       }
     }
   }
@@ -67,7 +67,7 @@ void bench_issue(bench *b, int v, int dtype, size_t count, int calls) {
  * capture ends before any graph is instantiated: while one stream of the process captures in
  * global mode, cudaGraphInstantiate is not permitted (--single has one stream per rank). */
 static void capture(bench *b, int v, int dtype, size_t count, int calls) {
-  cudaGraph_t g[SYMMPIN_MAX_RANKS];
+  cudaGraph_t g[SYMMPIN_KERNEL_MAX_RANKS];
   for (int l = 0; l < b->nlocal; l++)
     SYMMPIN_TEST_CUDA(cudaStreamBeginCapture(b->loc[l].stream, cudaStreamCaptureModeGlobal));
   bench_issue(b, v, dtype, count, calls);

@@ -17,7 +17,7 @@ typedef struct tcall {
   uint64_t token; /* group token, 0 = none */
 } tcall;
 
-/* FAKE: stands in for the kernels' symmpin_oneshot_slot_bytes (kernels/oneshot.h) on the CPU. Any
+/* FAKE: stands in for the kernels' symmpin_kernel_slot_bytes (kernels/allreduce.h) on the CPU. Any
  * deterministic size that grows with the message and is a multiple of 256 exercises the planner. */
 static inline size_t fake_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;

@@ -52,12 +52,16 @@ class Trace:
 BUCKETS = [(0xa1, 1 << 20), (0xb2, 3 << 18), (0xc3, 1 << 18), (0xd4, 5 << 16)]  # site, count
 
 
-def ddp(name, steps=12, swap=None, ranks=(0, 1), streams=None):
+def ddp(name, steps=12, swap=None, ranks=(0, 1), streams=None, prefix=None):
+    """prefix=(rank, k): that rank first makes k extra all-reduces of shapes nobody else uses."""
     for r in ranks:
         t = Trace(os.path.join(HERE, name, f"rank{r}.trace"), 1000 + r, r, "python3 ddp_train.py")
         t.init(1, r, r, 2)
         allocs = [t.malloc(1, r, count * 4, 0x7f0000000000 + (i + 1) * 0x10000000)
                   for i, (_, count) in enumerate(BUCKETS)]
+        if prefix and prefix[0] == r:
+            for k in range(prefix[1]):
+                t.allreduce(1, r, r, 2, 0xf00 + k, 7 + k, "f32", alloc=allocs[0])
         n = 0
         for _ in range(steps):
             for i, (site, count) in enumerate(BUCKETS):
@@ -106,5 +110,6 @@ ddp("ddp2")
 ddp("differ2", swap=(1, 5, 0xee))  # rank 1, call 6 (step 2, bucket B): another site
 ddp("twostreams2", streams=[0, 1, 0, 1])
 ddp("incomplete", ranks=(0,))
+ddp("skew2", steps=40, prefix=(1, 13))  # ranks that disagree: warm-up ends at different calls
 sweep_one_process("sweep4")
 mixed("mixed2")
