@@ -26,6 +26,8 @@ void symmpin_log_configure(symmpin_log_level level, int fd) {
   if (fd >= 0) atomic_store(&log_fd, fd);
 }
 
+int symmpin_log_fd(void) { return atomic_load_explicit(&log_fd, memory_order_relaxed); }
+
 int symmpin_log_level_get(void) {
   return atomic_load_explicit(&symmpin_log_level_now, memory_order_relaxed);
 }

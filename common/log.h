@@ -24,6 +24,8 @@ int symmpin_log_level_get(void);
 
 /* Level and destination: fd < 0 keeps the current one (stderr by default). */
 void symmpin_log_configure(symmpin_log_level level, int fd);
+/* The log's destination (stderr, or the SYMMPIN_DEBUG_FILE), for reports printed at exit. */
+int symmpin_log_fd(void);
 /* Open SYMMPIN_DEBUG_FILE's pattern (%h host, %p pid, %% percent) for appending; -1 on failure. */
 int symmpin_log_open_file(const char *pattern);
 /* The device shown in this thread's lines (-1: none). */

@@ -9,7 +9,7 @@
 #include "preload/events.h"
 
 /* The project compiles with -fvisibility=hidden; wrappers are the library's only exports (and
- * preload/symmpin.map pins that list). */
+ * interpose/symmpin.map pins that list). */
 #define SYMMPIN_EXPORT __attribute__((visibility("default")))
 
 /* Call the real function and nothing else: symmpin's own calls (guard set) and SYMMPIN_DISABLE. */

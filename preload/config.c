@@ -37,7 +37,8 @@ static const symmpin_config_var vars[] = {
      "communicator or u, %p pid, %h host); off when unset",
      OFF(trace), 0, 0, NULL},
     {"SYMMPIN_STATS", SYMMPIN_CONFIG_BOOL, "0",
-     "print per-communicator, per-site statistics to stderr at exit", OFF(stats), 0, 0, NULL},
+     "print per-communicator, per-site statistics at exit, where the log goes (stderr or "
+     "SYMMPIN_DEBUG_FILE)", OFF(stats), 0, 0, NULL},
     {"SYMMPIN_STATS_FILE", SYMMPIN_CONFIG_STRING, "",
      "write the statistics as JSON to this file pattern at exit (%r, %p, %h as for SYMMPIN_TRACE)",
      OFF(stats_file), 0, 0, NULL},

@@ -393,7 +393,16 @@ static void release_one(symmpin_comm *c, void *arg) {
 }
 
 static void stats_report(const symmpin_config *cfg) {
-  if (cfg->stats) symmpin_stats_print(stderr);
+  if (cfg->stats) { /* where the log goes: stderr, or SYMMPIN_DEBUG_FILE */
+    int fd = dup(symmpin_log_fd());
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f) {
+      symmpin_stats_print(f);
+      fclose(f);
+    } else if (fd >= 0) {
+      close(fd);
+    }
+  }
   if (!cfg->stats_file[0]) return;
   char host[64], path[SYMMPIN_CONFIG_PATH_MAX], why[160];
   symmpin_host_short_name(host, sizeof host);

@@ -1,6 +1,6 @@
 /* Statistics per communicator (ordinal, rank) and per call site: calls, bytes, redirected vs NCCL
  * with counts per reason, the site's slot, and the communicator's pool figures. SYMMPIN_STATS=1
- * prints a table to stderr at exit; SYMMPIN_STATS_FILE writes JSON. A communicator's statistics
+ * prints a table at exit where the log goes (stderr or SYMMPIN_DEBUG_FILE); SYMMPIN_STATS_FILE writes JSON. A communicator's statistics
  * outlive it (they are printed at exit). Thread-safe: one lock per communicator. */
 #ifndef SYMMPIN_PRELOAD_STATS_H
 #define SYMMPIN_PRELOAD_STATS_H

@@ -15,11 +15,11 @@ if [ "${ngpu:-0}" -ge 2 ]; then
   app=$build/tests/apps/symmpin-app
   echo "== $ngpu GPUs: symmpin-app, one process per GPU, checked against exact results"
   "$app" --mode procs | tail -n 1
-  SYMMPIN_STATS=1 LD_PRELOAD="$PWD/$build/preload/libsymmpin.so" "$app" --mode procs 2>&1 | tail -n 40
+  SYMMPIN_STATS=1 LD_PRELOAD="$PWD/$build/libsymmpin.so" "$app" --mode procs 2>&1 | tail -n 40
   echo "== per-call time, NCCL alone"
   "$app" --mode procs --bench
   echo "== per-call time, under symmpin"
-  LD_PRELOAD="$PWD/$build/preload/libsymmpin.so" "$app" --mode procs --bench
+  LD_PRELOAD="$PWD/$build/libsymmpin.so" "$app" --mode procs --bench
 else
   traces=${1:-tests/traces/app-procs}
   echo "== no GPUs here (${ngpu:-0}): replaying the recorded traces in $traces"

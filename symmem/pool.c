@@ -4,7 +4,7 @@
  * Chunks are allocated and freed only through the pool's device allocator (pool.h), never by
  * calling cudaMalloc/cudaFree by name when one is set: inside libsymmpin.so those names bind to
  * the library's own exported wrappers. No other function this file calls is one the library
- * exports (preload/symmpin.map).
+ * exports (interpose/symmpin.map).
  *
  * Every CUDA call runs on the pool's device (the caller's current device is restored) and with the
  * thread's stream-capture mode exchanged to relaxed: another thread of the program may be capturing

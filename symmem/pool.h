@@ -30,7 +30,7 @@ typedef struct symmpin_pool symmpin_pool;
 #define SYMMPIN_POOL_CHUNK_ALIGN ((size_t)2 << 20)
 
 /* Where chunks come from. Inside libsymmpin.so a call of cudaMalloc/cudaFree by name binds to the
- * library's own exported wrappers (preload/symmpin.map), which would record the pool as one of
+ * library's own exported wrappers (interpose/symmpin.map), which would record the pool as one of
  * the program's allocations and tie this module to the interposition layer; so the preload hands
  * in the real runtime functions it resolved. Both return a cudaError_t as int (0 = success);
  * alloc sets *ptr only on success and must return memory of the kind cudaMalloc returns

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The module rules of docs/design.md, checked on the source tree (TAP).
+
+Layers, lowest first; a module may use its own files and those of LOWER layers only, and the three
+middle modules never use each other:
+
+    common  <  planner | symmem | kernels  <  preload  <  interpose  <  tools
+
+checked on two graphs: the #include "module/..." lines of every library source, and the meson
+dependencies each module's meson.build links. Also:
+  - no CUDA or NCCL header in common/, planner/ or the CUDA-free part of preload/ (everything but
+    engine.c: the agreement, configuration, registry, statistics, trace file, host table);
+  - no library source writes to stderr except the logger (common/log.c).
+"""
+import os
+import re
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+LAYER = {"common": 0, "planner": 1, "symmem": 1, "kernels": 1, "preload": 2, "interpose": 3,
+         "tools": 4}
+SOURCES = (".c", ".h", ".cu")
+SDK_HEADER = re.compile(r'#\s*include\s*[<"](cuda[^>"]*|nccl[^>"]*|cuda_runtime[^>"]*)[>"]')
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
+# meson variables that stand for a module's library, by prefix
+MESON_DEP = re.compile(r"\b(common|planner|symmem|kernels|preload|interpose)_[a-z_]*(?:dep|lib)\b")
+CUDA_FREE_PRELOAD_EXCEPT = {"engine.c"}
+LOGGER = os.path.join("common", "log.c")
+
+results = []
+
+
+def check(ok, what):
+    results.append((ok, what))
+
+
+def allowed(src, dst):
+    return src == dst or LAYER[dst] < LAYER[src]
+
+
+def strip_comments(text):
+    """Comments and string literals out (a message may say "stderr"); #include lines kept."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return "\n".join(line if line.lstrip().startswith("#") else
+                     re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', line) for line in text.split("\n"))
+
+
+for mod in LAYER:
+    folder = os.path.join(ROOT, mod)
+    files = sorted(f for f in os.listdir(folder) if f.endswith(SOURCES))
+    check(bool(files), f"{mod}/ has sources")
+    bad_inc, sdk, stderr_use = [], [], []
+    for f in files:
+        text = open(os.path.join(folder, f), encoding="utf-8").read()
+        code = strip_comments(text)
+        for dst in INCLUDE.findall(code):
+            if dst in LAYER and not allowed(mod, dst):
+                bad_inc.append(f"{f} -> {dst}/")
+        cuda_free = mod in ("common", "planner") or (
+            mod == "preload" and f not in CUDA_FREE_PRELOAD_EXCEPT)
+        if cuda_free and SDK_HEADER.search(code):
+            sdk.append(f)
+        if mod != "tools" and os.path.join(mod, f) != LOGGER and re.search(r"\bstderr\b", code):
+            stderr_use.append(f)
+    check(not bad_inc, f"{mod}/ includes only itself and lower layers" +
+          (": " + ", ".join(bad_inc) if bad_inc else ""))
+    if mod in ("common", "planner", "preload"):
+        check(not sdk, f"{mod}/ (CUDA-free part) includes no CUDA or NCCL header" +
+              (": " + ", ".join(sdk) if sdk else ""))
+    if mod != "tools":
+        check(not stderr_use, f"{mod}/ writes to stderr only through the logger" +
+              (": " + ", ".join(stderr_use) if stderr_use else ""))
+    build = os.path.join(folder, "meson.build")
+    deps = set(MESON_DEP.findall(open(build, encoding="utf-8").read()))
+    bad_deps = sorted(d for d in deps if not allowed(mod, d))
+    check(not bad_deps, f"{mod}/meson.build links only itself and lower layers" +
+          (": " + ", ".join(bad_deps) if bad_deps else ""))
+
+print(f"1..{len(results)}")
+for i, (ok, what) in enumerate(results, 1):
+    print(f"{'ok' if ok else 'not ok'} {i} - {what}")
+sys.exit(0 if all(ok for ok, _ in results) else 1)
