@@ -78,7 +78,7 @@ typedef struct symmpin_plan_policy {
   uint64_t max_bytes;             /* SYMMPIN_MAX_BYTES: larger messages stay on NCCL; 0 = no limit */
   uint64_t alignment;             /* slot offsets and sizes; a power of two; 0 = 256 */
   symmpin_slot_bytes_fn slot_bytes;
-  symmpin_supports_fn supports;   /* may be NULL: every datatype and op of planner/types.h */
+  symmpin_supports_fn supports;   /* may be NULL: every datatype and op of common/types.h */
   void *ctx;                      /* passed to both callbacks */
   int nranks;                     /* records[] has this many entries, records[r] is rank r's */
 } symmpin_plan_policy;

@@ -20,19 +20,20 @@ static uint64_t interval(const symmpin_schedule *s) {
 }
 
 bool symmpin_schedule_call(symmpin_schedule *s, uint64_t n, uint64_t warmup_key) {
-  bool due;
   if (!s->warm) {
-    due = symmpin_warmup_step(&s->warmup, warmup_key);
-    s->warm = due;
-  } else {
-    due = symmpin_epochs_due(&s->epochs, n);
+    if (!symmpin_warmup_step(&s->warmup, warmup_key)) return false;
+    /* The warm-up's record closes here; the next one an interval later if this epoch fails, and
+     * two intervals later if it agrees (agreed() adds one more): time for sites that come after
+     * the warm-up loop (another stream, a graph capture) to show up in one later record. */
+    s->warm = true;
+    symmpin_warmup_config cfg = {.calls = s->epochs.base};
+    symmpin_epochs_init(&s->epochs, &cfg, n);
+  } else if (!symmpin_epochs_due(&s->epochs, n)) {
+    return false;
   }
-  if (due) {
-    s->closed_at = n;
-    s->epochs.next = n;
-    s->realigned = false;
-  }
-  return due;
+  s->closed_at = n;
+  s->realigned = false;
+  return true;
 }
 
 bool symmpin_schedule_align(symmpin_schedule *s, const uint64_t *closes, int nranks) {
@@ -56,6 +57,9 @@ void symmpin_schedule_agreed(symmpin_schedule *s, bool planned_new) {
 }
 
 void symmpin_schedule_failed(symmpin_schedule *s) {
-  if (!s->realigned) s->epochs.next = s->closed_at + interval(s);
+  /* Retry one interval after the close (the warm-up's close already points there). */
+  if (!s->realigned && s->epochs.next <= s->closed_at) s->epochs.next = s->closed_at + interval(s);
+  if (s->epochs.next < s->closed_at + SYMMPIN_AGREEMENT_CALLS + 1)
+    s->epochs.next = s->closed_at + SYMMPIN_AGREEMENT_CALLS + 1;
   s->realigned = false;
 }

@@ -7,7 +7,10 @@
  * sequence and of facts every rank reads alike from the board (the ranks' closing calls, the
  * verdict, the plan), never of time: every rank with the same sequence closes at the same calls.
  *
- *   warm-up   the record closes at the call that ends warm-up (planner/warmup.h);
+ *   warm-up   the record closes at the call W that ends warm-up (planner/warmup.h); the next
+ *             closes at W + 2 x SYMMPIN_WARMUP if that epoch agrees (time for sites that come
+ *             after the warm-up loop, on another stream or in a graph capture, to be recorded),
+ *             at W + SYMMPIN_WARMUP if it fails;
  *   agreed    the next record closes `interval` calls after this one (interval: warmup.h);
  *   failed    retried `interval` calls after the close (the same call on every rank, although
  *             ranks notice a failure at different calls);

@@ -1,6 +1,6 @@
-/* The engine: per-communicator warm-up, agreement over the board, pools, and the redirect of
- * all-reduces to symmpin's kernels. preload.c calls it from the event handlers; it owns
- * c->engine. Everything here runs with the per-thread re-entrancy guard set, so symmpin's own
+/* The engine: per communicator, the GPU side (pool, the kernels' error record) around the CUDA-free
+ * agreement (preload/agree.h), and the redirect of all-reduces to symmpin's kernels. preload.c
+ * calls it from the event handlers; it owns c->engine. Everything here runs with the per-thread re-entrancy guard set, so symmpin's own
  * CUDA calls are not recorded as the program's. */
 #ifndef SYMMPIN_PRELOAD_ENGINE_H
 #define SYMMPIN_PRELOAD_ENGINE_H

@@ -1,5 +1,5 @@
-/* Names of the fall-back reasons (preload/engine.h), as written in traces and statistics. Kept out
- * of engine.c so that the stand-in engine and the real one share them. */
+/* Names of the fall-back reasons (preload/engine.h), as written in statistics. Kept out of
+ * engine.c (CUDA) so that preload_core and its CPU tests, with their stand-in engine, have them. */
 #include "preload/engine.h"
 
 static const char *const names[SYMMPIN_REASON_COUNT] = {

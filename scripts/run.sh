@@ -23,5 +23,5 @@ if [ "${ngpu:-0}" -ge 2 ]; then
 else
   traces=${1:-tests/traces/app-procs}
   echo "== no GPUs here (${ngpu:-0}): replaying the recorded traces in $traces"
-  "$build/planner/symmpin-replay" "$traces"/*
+  "$build/tools/symmpin-replay" "$traces"/*
 fi

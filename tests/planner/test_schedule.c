@@ -1,0 +1,82 @@
+/* planner/schedule.h on the CPU: when records close, for the engine and symmpin-replay alike. */
+#include <criterion/criterion.h>
+
+#include "planner/schedule.h"
+
+#define B 16 /* SYMMPIN_WARMUP in these tests */
+
+/* Feed calls from *n on with a period-4 loop of shapes; the first call that closes, or 0. */
+static uint64_t run_to_close(symmpin_schedule *s, uint64_t *n, uint64_t limit) {
+  for (; *n <= limit; (*n)++)
+    if (symmpin_schedule_call(s, *n, 0x100 + *n % 4)) return (*n)++;
+  return 0;
+}
+
+static void open_schedule(symmpin_schedule *s, uint32_t warmup) {
+  symmpin_warmup_config cfg = {.calls = warmup};
+  cr_assert_eq(symmpin_schedule_init(s, &cfg), SYMMPIN_OK);
+}
+
+Test(schedule, warmup_then_two_intervals_then_doubling_while_nothing_is_new) {
+  symmpin_schedule s;
+  open_schedule(&s, B);
+  uint64_t n = 1;
+  uint64_t w = run_to_close(&s, &n, 1000);
+  cr_assert_eq(w, B, "a loop of 4 repeated ends warm-up at the shortest warm-up (%u)", B);
+  symmpin_schedule_agreed(&s, true);
+  cr_assert_eq(run_to_close(&s, &n, 1000), w + 2 * B, "after the warm-up's GO: two intervals");
+  symmpin_schedule_agreed(&s, false);
+  cr_assert_eq(run_to_close(&s, &n, 1000), w + 2 * B + 2 * B, "nothing new: the interval doubles");
+  symmpin_schedule_agreed(&s, true);
+  cr_assert_eq(run_to_close(&s, &n, 1000), w + 4 * B + B, "something new: back to one interval");
+  symmpin_schedule_free(&s);
+}
+
+Test(schedule, a_failed_epoch_is_retried_one_interval_after_its_close) {
+  symmpin_schedule s;
+  open_schedule(&s, B);
+  uint64_t n = 1;
+  uint64_t w = run_to_close(&s, &n, 1000);
+  symmpin_schedule_failed(&s);
+  uint64_t retry = run_to_close(&s, &n, 1000);
+  cr_assert_eq(retry, w + B);
+  symmpin_schedule_agreed(&s, false);
+  uint64_t next = run_to_close(&s, &n, 1000);
+  cr_assert_eq(next, retry + 2 * B);
+  symmpin_schedule_failed(&s);
+  cr_assert_eq(run_to_close(&s, &n, 1000), next + 2 * B, "retried one (doubled) interval later");
+  symmpin_schedule_free(&s);
+}
+
+Test(schedule, misaligned_closes_meet_at_the_latest_plus_an_interval) {
+  symmpin_schedule s;
+  open_schedule(&s, B);
+  uint64_t n = 1;
+  uint64_t w = run_to_close(&s, &n, 1000);
+  uint64_t closes[3] = {w, w + 5, w + 2};
+  cr_assert(!symmpin_schedule_align(&s, closes, 3));
+  symmpin_schedule_failed(&s); /* the realigned point stands */
+  cr_assert_eq(run_to_close(&s, &n, 1000), w + 5 + B);
+  uint64_t same[2] = {7, 7};
+  cr_assert(symmpin_schedule_align(&s, same, 2));
+  symmpin_schedule_free(&s);
+}
+
+Test(schedule, records_never_close_while_an_agreement_runs) {
+  symmpin_schedule s;
+  open_schedule(&s, 1); /* the shortest warm-up: one call */
+  uint64_t n = 1;
+  uint64_t prev = run_to_close(&s, &n, 1000);
+  cr_assert_eq(prev, 1);
+  for (int e = 0; e < 20; e++) {
+    if (e % 3 == 0)
+      symmpin_schedule_failed(&s);
+    else
+      symmpin_schedule_agreed(&s, e % 2);
+    uint64_t next = run_to_close(&s, &n, 100000);
+    cr_assert_geq(next, prev + SYMMPIN_AGREEMENT_CALLS + 1, "epoch %d: %llu after %llu", e,
+                  (unsigned long long)next, (unsigned long long)prev);
+    prev = next;
+  }
+  symmpin_schedule_free(&s);
+}
