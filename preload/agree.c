@@ -58,6 +58,7 @@ typedef struct attach_blob {
 struct symmpin_agree {
   symmpin_agree_params p;
   agree_phase phase;
+  bool attached;            /* this epoch's attach succeeded here: settle it with the verdict */
   symmpin_agree_stop stop;
   uint32_t epoch;           /* the epoch in progress or last finished */
   symmpin_schedule sched;
@@ -187,7 +188,13 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
   }
 }
 
+static void settle(symmpin_agree *a, bool agreed) {
+  if (a->attached) a->p.ops.settle(a->p.ops.ctx, agreed);
+  a->attached = false;
+}
+
 static bool adopt(symmpin_agree *a) {
+  settle(a, true);
   symmpin_plan_free(a->plan);
   a->plan = a->candidate;
   a->candidate = NULL;
@@ -207,6 +214,7 @@ static bool adopt(symmpin_agree *a) {
 static bool epoch_fail(symmpin_agree *a) {
   symmpin_verdict v = symmpin_board_decide(a->board, ROUND_ATTACH(a->epoch), SYMMPIN_VERDICT_FAIL);
   if (v == SYMMPIN_VERDICT_GO && a->phase == PHASE_ATTACH_POSTED && a->candidate) return adopt(a);
+  settle(a, false);
   symmpin_plan_free(a->candidate);
   a->candidate = NULL;
   a->phase = PHASE_IDLE;
@@ -352,6 +360,7 @@ static void epoch_attach(symmpin_agree *a, bool capturing) {
     return;
   }
   attach_blob ab = {.ok = a->p.ops.attach(a->p.ops.ctx, exports, a->candidate) == SYMMPIN_OK};
+  a->attached = ab.ok;
   if (symmpin_board_post(a->board, ROUND_ATTACH(a->epoch), &ab, sizeof ab, thread_id()) !=
       SYMMPIN_OK) {
     epoch_fail(a);

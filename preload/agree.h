@@ -46,6 +46,9 @@ typedef struct symmpin_agree_ops {
   /* Step 2 (symmpin_pool_attach): map every peer's export; then every pinned slot of `plan` must
    * be usable. */
   symmpin_status (*attach)(void *ctx, const void *const exports[], const symmpin_plan *plan);
+  /* Step 3 (symmpin_pool_settle), on a rank whose attach succeeded: the epoch's verdict. Not
+   * agreed: the pool goes back to the size every rank still has. */
+  void (*settle)(void *ctx, bool agreed);
   /* Test hook, may be NULL: called when a wait for `round` gave up, before this rank proposes
    * FAIL (the CPU tests let a peer post and decide at exactly that moment). */
   void (*gave_up)(void *ctx, uint32_t round);

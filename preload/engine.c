@@ -114,6 +114,13 @@ static symmpin_status op_reserve(void *ctx, uint64_t bytes, void *export_rec) {
   return st;
 }
 
+static void op_settle(void *ctx, bool agreed) {
+  symmpin_comm *c = ctx;
+  enum cudaStreamCaptureMode mode = capture_mode_relax();
+  symmpin_pool_settle(c->engine->pool, agreed);
+  capture_mode_restore(mode);
+}
+
 static symmpin_status op_attach(void *ctx, const void *const exports[], const symmpin_plan *plan) {
   symmpin_comm *c = ctx;
   struct symmpin_engine_comm *e = c->engine;
@@ -129,6 +136,7 @@ static symmpin_status op_attach(void *ctx, const void *const exports[], const sy
       SYMMPIN_WARN("comm %d rank %d: planned slot [%llu, +%llu) crosses a pool chunk (a bug); "
                    "staying on NCCL", c->ordinal, c->rank, (unsigned long long)ps->offset,
                    (unsigned long long)ps->slot_bytes);
+      op_settle(ctx, false); /* this rank posts "not attached": back to the agreed size */
       return SYMMPIN_ERR_INTERNAL;
     }
   }
@@ -167,7 +175,7 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
       .warmup = (uint32_t)cfg->warmup, .mode = cfg->planner, .max_bytes = cfg->max_bytes,
       .timeout_ms = cfg->timeout_ms,
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
-              .reserve = op_reserve, .attach = op_attach},
+              .reserve = op_reserve, .attach = op_attach, .settle = op_settle},
   };
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");

@@ -146,8 +146,10 @@ symmpin_status symmpin_pool_grow(symmpin_pool *const pools[], symmpin_board *con
   }
   /* The first proposal stands for every rank: a rank that gave up and a rank that saw everything
    * can never conclude differently. */
-  if (symmpin_board_decide(boards[0], r2, all ? SYMMPIN_VERDICT_GO : SYMMPIN_VERDICT_FAIL) ==
-      SYMMPIN_VERDICT_GO) {
+  bool agreed = symmpin_board_decide(boards[0], r2, all ? SYMMPIN_VERDICT_GO : SYMMPIN_VERDICT_FAIL) ==
+                SYMMPIN_VERDICT_GO;
+  for (int l = 0; l < nlocal; l++) symmpin_pool_settle(pools[l], agreed);
+  if (agreed) {
     if (why && why_len) why[0] = '\0';
     return SYMMPIN_OK;
   }

@@ -59,6 +59,10 @@ struct symmpin_pool {
   int nchunks, cap;
   bool has_pending;   /* reserved, not attached yet */
   pool_chunk pending; /* only offset, bytes, local */
+  bool provisional;   /* the last chunk was attached by an epoch not yet settled */
+  void **orphans;     /* chunks reserved by failed epochs and replaced by a reserve of another
+                         size: peers may still map them, so they are freed only by destroy() */
+  int norphans;
   size_t announced;   /* bytes the last reserve exported (0: an empty record) */
   bool unmapped;      /* unmap_peers() ran: only own chunks remain */
 };
@@ -277,7 +281,7 @@ static void pool_chunk_free_host(pool_chunk *c) {
 
 void symmpin_pool_destroy(symmpin_pool *p) {
   if (!p) return;
-  if (p->nchunks > 0 || p->has_pending) {
+  if (p->nchunks > 0 || p->has_pending || p->norphans > 0) {
     pool_scope s;
     if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
       /* Our own queued work must finish before its memory goes; peers' use of our chunks is
@@ -291,6 +295,8 @@ void symmpin_pool_destroy(symmpin_pool *p) {
         }
         if (p->has_pending)
           pool_cuda_ok(p, pool_dev_free(p, p->pending.local), "freeing the reserved chunk");
+        for (int i = 0; i < p->norphans; i++)
+          pool_cuda_ok(p, pool_dev_free(p, p->orphans[i]), "freeing a chunk of a failed epoch");
       } else {
         /* At process exit the runtime is already gone and takes every mapping with it. */
         (void)cudaGetLastError();
@@ -300,6 +306,7 @@ void symmpin_pool_destroy(symmpin_pool *p) {
   }
   for (int i = 0; i < p->nchunks; i++) pool_chunk_free_host(&p->chunks[i]);
   free(p->chunks);
+  free(p->orphans);
   free(p);
 }
 
@@ -365,6 +372,10 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     return SYMMPIN_ERR_INVALID;
   }
   p->announced = 0; /* a failed reserve announces nothing */
+  if (p->provisional) {
+    SYMMPIN_WARN("pool_reserve: rank %d: the last grow was never settled (a bug)", p->rank);
+    return SYMMPIN_ERR_INVALID;
+  }
   uint8_t uuid[16];
   symmpin_status st = pool_own_uuid(p->device, uuid);
   if (st != SYMMPIN_OK) return st;
@@ -388,16 +399,22 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   pool_scope s;
   st = pool_scope_enter(p, &s);
   if (st != SYMMPIN_OK) return st;
-  if (p->has_pending) {
-    /* An earlier grow whose attach failed: peers may still map that chunk, so it is reused as it
-     * is, never freed and replaced (freeing exported memory under a peer's mapping is undefined). */
-    if (p->pending.bytes != want) {
-      SYMMPIN_WARN("pool_reserve: rank %d has a %zu-byte chunk reserved, asked for %zu", p->rank,
-                   p->pending.bytes, want);
-      st = SYMMPIN_ERR_INVALID;
+  if (p->has_pending && p->pending.bytes != want) {
+    /* A grow of another size after a failed one: peers may still map the old chunk, which must not
+     * be freed under their mappings (undefined in CUDA IPC); it waits for destroy() as an orphan,
+     * and this grow gets a chunk of its own. */
+    void **o = realloc(p->orphans, (size_t)(p->norphans + 1) * sizeof(*o));
+    if (!o) {
+      SYMMPIN_WARN("pool_reserve: rank %d: out of memory for an orphaned chunk", p->rank);
+      st = SYMMPIN_ERR_NOMEM;
       goto out;
     }
-  } else {
+    p->orphans = o;
+    p->orphans[p->norphans++] = p->pending.local;
+    p->has_pending = false;
+    memset(&p->pending, 0, sizeof(p->pending));
+  }
+  if (!p->has_pending) { /* else: the same size as a failed grow: its chunk is exported again */
     void *ptr = NULL;
     st = pool_chunk_alloc(p, alloc, &ptr);
     if (st != SYMMPIN_OK) goto out;
@@ -534,6 +551,7 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
   p->chunks[p->nchunks++] = c;
   p->size += c.bytes;
   p->has_pending = false;
+  p->provisional = true;
   p->announced = 0;
   memset(&p->pending, 0, sizeof(p->pending));
   free(recs);
@@ -547,6 +565,24 @@ out_recs:
 }
 
 /* ---- lookups ---------------------------------------------------------------------------- */
+
+void symmpin_pool_settle(symmpin_pool *p, bool agreed) {
+  if (!p || !p->provisional) return;
+  p->provisional = false;
+  if (agreed) return;
+  /* Back to "reserved": this rank's peers' chunks are unmapped (no kernel ever used them: the
+   * epoch did not agree), its own chunk stays reserved for a retry of the same size. */
+  pool_chunk c = p->chunks[--p->nchunks];
+  pool_scope s;
+  if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
+    pool_chunk_unmap(p, &c);
+    pool_scope_leave(p, &s);
+  }
+  p->size -= c.bytes;
+  p->pending = (pool_chunk){.offset = c.offset, .bytes = c.bytes, .local = c.local};
+  p->has_pending = true;
+  pool_chunk_free_host(&c);
+}
 
 size_t symmpin_pool_size(const symmpin_pool *p) { return p ? p->size : 0; }
 

@@ -10,8 +10,9 @@
  *
  * Growing is collective and split in two steps so that a thread driving several ranks never blocks
  * on itself: every rank calls symmpin_pool_reserve() (allocates its chunk, returns the bytes to
- * post), everyone posts, and every rank calls symmpin_pool_attach() with all ranks' posts.
- * Neither step may run during CUDA-graph capture (the caller postpones it). */
+ * post), everyone posts, every rank calls symmpin_pool_attach() with all ranks' posts, everyone
+ * posts whether it attached, and every rank settles the grow as agreed (symmpin_pool_settle()).
+ * None of these may run during CUDA-graph capture in global mode (the caller relaxes it). */
 #ifndef SYMMPIN_SYMMEM_POOL_H
 #define SYMMPIN_SYMMEM_POOL_H
 
@@ -67,16 +68,21 @@ symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p);
  * shares no pages with the program's memory; the next chunk starts at `bytes`, where a planner that
  * appends puts its next slot) and write this rank's export
  * record into export_rec (SYMMPIN_POOL_EXPORT_BYTES, any alignment). If the pool is already big
- * enough, writes an empty record. A reserve whose attach failed stays reserved: reserving the same
- * size again re-exports it; another size is an error. */
+ * enough, writes an empty record. A reserve whose epoch failed stays reserved: reserving the same
+ * size again re-exports it; another size sets it aside until destroy() (a peer may still map it)
+ * and allocates a new chunk, so a failed epoch never blocks later growth. */
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec);
 /* Step 2: map every peer's chunk from their export records (records[r] for rank r, records[rank]
- * is ignored; any alignment). After it, symmpin_pool_size() is the new size on every rank.
- * SYMMPIN_ERR_DISAGREE if the records do not describe the same chunk as this rank's reserve;
- * SYMMPIN_ERR_UNSUPPORTED if a peer's device is not P2P-reachable. On error the pool keeps its old
- * size. Note that attach can fail on one rank only: the caller must agree on the outcome (post it)
- * before anyone uses the new chunk. */
+ * is ignored; any alignment). After it, symmpin_pool_size() is the new size on this rank, but only
+ * provisionally. SYMMPIN_ERR_DISAGREE if the records do not describe the same chunk as this rank's
+ * reserve; SYMMPIN_ERR_UNSUPPORTED if a peer's device is not P2P-reachable. On error the pool
+ * keeps its old size. Attach can fail on one rank only: the caller agrees on the outcome (posts
+ * it) before anyone uses the new chunk, and then settles. */
 symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[]);
+/* Step 3, on every rank that attached: the outcome every rank agreed on. agreed: the new size is
+ * final. Not agreed: back to the old size (the peers' new chunks unmapped, this rank's own chunk
+ * reserved again), so every rank's pool has the same size again. No-op when nothing is pending. */
+void symmpin_pool_settle(symmpin_pool *p, bool agreed);
 
 size_t symmpin_pool_size(const symmpin_pool *p);
 /* Device address of byte `offset` of rank r's pool as seen from this process, or NULL if

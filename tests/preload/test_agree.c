@@ -43,6 +43,7 @@ typedef struct fake_rank {
   int rank;
   bool fail_attach_epoch1; /* attach fails the first time */
   int attaches;
+  int commits, rollbacks; /* settle(true) / settle(false) */
   uint64_t reserved;
   void (*gave_up)(struct fake_rank *f, uint32_t round);
   struct world *w;
@@ -86,6 +87,14 @@ static symmpin_status fake_attach(void *ctx, const void *const exports[], const 
     if (b != f->reserved) return SYMMPIN_ERR_DISAGREE;
   }
   return SYMMPIN_OK;
+}
+
+static void fake_settle(void *ctx, bool agreed) {
+  fake_rank *f = ctx;
+  if (agreed)
+    f->commits++;
+  else
+    f->rollbacks++;
 }
 
 static void fake_gave_up(void *ctx, uint32_t round) {
@@ -178,7 +187,8 @@ static symmpin_agree *open_rank(world *w, int rank) {
       .key = w->key, .comm = 0, .rank = rank, .nranks = w->nranks, .warmup = w->warmup,
       .mode = SYMMPIN_PLAN_SHARED, .max_bytes = 2u << 20, .timeout_ms = w->timeout_ms,
       .ops = {.ctx = &w->fakes[rank], .gpu_facts = fake_facts, .check_peers = fake_check_peers,
-              .reserve = fake_reserve, .attach = fake_attach, .gave_up = fake_gave_up},
+              .reserve = fake_reserve, .attach = fake_attach, .settle = fake_settle,
+              .gave_up = fake_gave_up},
   };
   symmpin_agree *a = NULL;
   cr_assert_eq(symmpin_agree_open(&p, &a), SYMMPIN_OK);
@@ -252,6 +262,12 @@ Test(agree, one_failed_attach_fails_the_epoch_everywhere_then_the_retry_agrees, 
    * interval (64 calls) after the failed close and agrees. */
   cr_assert_geq(W.ngo[0], 1);
   cr_assert_eq(W.go_at[0][0], 16 + 64 + SYMMPIN_AGREEMENT_CALLS);
+  /* The ranks that had attached in the failed epoch rolled their pools back; every rank committed
+   * each agreed epoch, nothing else. */
+  for (int k = 0; k < 3; k++) {
+    cr_assert_eq(W.fakes[k].rollbacks, k == 2 ? 0 : 1, "rank %d rollbacks", k);
+    cr_assert_eq(W.fakes[k].commits, W.ngo[k], "rank %d commits", k);
+  }
 }
 
 /* ---- a post at the last moment of a peer's timeout ---- */
@@ -279,6 +295,10 @@ Test(agree, wait_expiring_as_the_last_post_lands_still_adopts_the_plan, .timeout
   assert_same_everywhere(&W);
   cr_assert(W.has_plan[0] && W.has_plan[1]);
   cr_assert_eq(W.go_at[0][0], 19);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(W.fakes[k].commits, W.ngo[k], "rank %d commits its pool with each GO", k);
+    cr_assert_eq(W.fakes[k].rollbacks, 0, "rank %d never rolls back an agreed epoch", k);
+  }
 }
 
 /* The same race on the first record round: rank 0 gives up on rank 1's record (not one host's),

@@ -142,6 +142,7 @@ static symmpin_status ok_attach(void *ctx, const void *const ex[], const symmpin
   (void)ctx, (void)ex, (void)p;
   return SYMMPIN_OK;
 }
+static void ok_settle(void *ctx, bool agreed) { (void)ctx, (void)agreed; }
 
 typedef struct rank_run {
   comm_calls *c;
@@ -172,7 +173,7 @@ static void run_agreement(comm_calls *c) {
         .warmup = SYMMPIN_WARMUP_DEFAULT, .mode = SYMMPIN_PLAN_SHARED,
         .max_bytes = SYMMPIN_PLAN_MAX_BYTES_DEFAULT, .timeout_ms = 20000,
         .ops = {.ctx = (void *)(intptr_t)r, .gpu_facts = ok_facts, .check_peers = ok_peers,
-                .reserve = ok_reserve, .attach = ok_attach},
+                .reserve = ok_reserve, .attach = ok_attach, .settle = ok_settle},
     };
     rr[r] = (rank_run){c, r, NULL};
     cr_assert_eq(symmpin_agree_open(&p, &rr[r].a), SYMMPIN_OK);

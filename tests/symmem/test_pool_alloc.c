@@ -186,8 +186,9 @@ static bool all_zero(const void *p, size_t bytes) {
   return true;
 }
 
-/* One grow of a pool whose ranks all live in this process: every rank reserves, then attaches. */
-static void grow(symmpin_pool **pools, int nranks, size_t bytes) {
+/* One grow of a pool whose ranks all live in this process: every rank reserves, attaches, and
+ * settles with the outcome `agreed` (as the agreement's verdict would say). */
+static void grow_settled(symmpin_pool **pools, int nranks, size_t bytes, bool agreed) {
   unsigned char recs[4][SYMMPIN_POOL_EXPORT_BYTES];
   const void *records[4];
   for (int r = 0; r < nranks; r++) {
@@ -196,6 +197,11 @@ static void grow(symmpin_pool **pools, int nranks, size_t bytes) {
   }
   for (int r = 0; r < nranks; r++)
     cr_assert_eq(symmpin_pool_attach(pools[r], records), SYMMPIN_OK, "attach, rank %d", r);
+  for (int r = 0; r < nranks; r++) symmpin_pool_settle(pools[r], agreed);
+}
+
+static void grow(symmpin_pool **pools, int nranks, size_t bytes) {
+  grow_settled(pools, nranks, bytes, true);
 }
 
 /* ---- tests --------------------------------------------------------------------------------- */
@@ -317,4 +323,60 @@ Test(pool_alloc, incomplete_allocator_is_refused) {
   cr_expect_eq(n_cuda_malloc, 1, "NULL: cudaMalloc by name again");
   symmpin_pool_destroy(p);
   cr_expect_eq(n_cuda_free, 1);
+}
+
+/* ---- a grow whose epoch failed (issue 10: never block later growth) ---- */
+
+Test(pool_alloc, failed_epoch_goes_back_to_the_old_size_and_reuses_its_chunk) {
+  symmpin_pool_set_allocator(&test_allocator);
+  symmpin_pool *pools[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) cr_assert_eq(symmpin_pool_create(r, 2, r, &pools[r]), SYMMPIN_OK);
+  grow(pools, 2, 1000);
+  grow_settled(pools, 2, 5000, false); /* attached everywhere, but the epoch failed */
+  for (int r = 0; r < 2; r++) {
+    cr_expect_eq(symmpin_pool_size(pools[r]), 1000u, "rank %d back to the agreed size", r);
+    cr_expect_null(symmpin_pool_addr(pools[r], 1 - r, 1000), "the failed chunk is not mapped");
+  }
+  cr_expect_eq(n_alloc, 4);
+  grow(pools, 2, 5000); /* the retry of the same size: the reserved chunks are exported again */
+  cr_expect_eq(n_alloc, 4, "no new allocation for a retry of the same size");
+  for (int r = 0; r < 2; r++) {
+    cr_expect_eq(symmpin_pool_size(pools[r]), 5000u);
+    cr_expect_not_null(symmpin_pool_addr(pools[r], 1 - r, 1000));
+  }
+  for (int r = 0; r < 2; r++) symmpin_pool_unmap_peers(pools[r]);
+  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
+  cr_expect_eq(live_chunks(), 0);
+}
+
+Test(pool_alloc, failed_epoch_never_blocks_a_grow_of_another_size) {
+  symmpin_pool_set_allocator(&test_allocator);
+  symmpin_pool *pools[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) cr_assert_eq(symmpin_pool_create(r, 2, r, &pools[r]), SYMMPIN_OK);
+  grow_settled(pools, 2, 4096, false);
+  cr_expect_eq(symmpin_pool_size(pools[0]), 0u);
+  grow(pools, 2, 3 * MIB); /* another size: a new chunk; the failed one waits for destroy */
+  cr_expect_eq(symmpin_pool_size(pools[0]), 3 * MIB);
+  cr_expect_eq(n_alloc, 4);
+  cr_expect_eq(live_chunks(), 4, "the failed epoch's chunks are not freed while peers may map them");
+  for (int r = 0; r < 2; r++) symmpin_pool_unmap_peers(pools[r]);
+  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
+  cr_expect_eq(live_chunks(), 0, "destroy frees them all");
+}
+
+Test(pool_alloc, a_grow_must_be_settled_before_the_next) {
+  symmpin_pool_set_allocator(&test_allocator);
+  symmpin_pool *p = NULL;
+  cr_assert_eq(symmpin_pool_create(0, 1, 0, &p), SYMMPIN_OK);
+  unsigned char rec[SYMMPIN_POOL_EXPORT_BYTES];
+  const void *records[1] = {rec};
+  cr_assert_eq(symmpin_pool_reserve(p, 4096, rec), SYMMPIN_OK);
+  cr_assert_eq(symmpin_pool_attach(p, records), SYMMPIN_OK);
+  cr_expect_eq(symmpin_pool_reserve(p, 8192, rec), SYMMPIN_ERR_INVALID, "unsettled");
+  symmpin_pool_settle(p, true);
+  symmpin_pool_settle(p, false); /* nothing pending: a no-op, the agreed size stays */
+  cr_expect_eq(symmpin_pool_size(p), 4096u);
+  cr_expect_eq(symmpin_pool_reserve(p, 8192, rec), SYMMPIN_OK);
+  symmpin_pool_destroy(p);
+  cr_expect_eq(live_chunks(), 0);
 }
