@@ -594,6 +594,24 @@ bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
 } // namespace
 
 /* Every refusal below is logged here, once, where it starts (the caller only falls back). */
+extern "C" symmpin_status symmpin_kernel_device_check(char *why, size_t why_len) {
+  /* Asks the runtime for the one kernel every call shape can use: it fails exactly when this
+   * module holds no code for the current GPU's architecture. */
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, pick_kernel(SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                                            SYMMPIN_ALGO_ONESHOT_LL));
+  if (e == cudaSuccess) return SYMMPIN_OK;
+  (void)cudaGetLastError(); /* not the program's error */
+  int dev = -1, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (why && why_len)
+    snprintf(why, why_len, "symmpin's kernels have no code for this GPU (device %d, sm_%d%d): %s",
+             dev, major, minor, cudaGetErrorString(e));
+  return SYMMPIN_ERR_UNSUPPORTED;
+}
+
 extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream) {
   if (!c || c->nranks < 1 || c->nranks > SYMMPIN_KERNEL_MAX_RANKS || c->rank < 0 ||
       c->rank >= c->nranks ||

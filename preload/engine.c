@@ -177,8 +177,16 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
               .reserve = op_reserve, .attach = op_attach, .settle = op_settle},
   };
+  char why[200];
+  int cur = -1;
+  cudaGetDevice(&cur);
+  if (cur != c->device) cudaSetDevice(c->device);
+  symmpin_status kernels_ok = symmpin_kernel_device_check(why, sizeof why);
+  if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
+  } else if (kernels_ok != SYMMPIN_OK) {
+    engine_off(c, e, SYMMPIN_REASON_COMM, why);
   } else if (symmpin_pool_create(c->rank, c->nranks, c->device, &e->pool) != SYMMPIN_OK ||
              symmpin_agree_open(&p, &e->agree) != SYMMPIN_OK) { /* no CUDA call yet */
     engine_off(c, e, SYMMPIN_REASON_ERROR, "setup failed (see the warning above)");

@@ -72,7 +72,20 @@ static void init_from(const symmpin_config *cfg) {
   atomic_store(&enabled, 1);
 }
 
-static void init(void) { init_from(symmpin_config_get()); }
+/* A forked child (data-loader workers, a subprocess before its exec) inherits the parent's
+ * communicators, boards, pools and trace buffer, none of which it may touch: NCCL communicators
+ * do not work in a child, and closing, unlinking or freeing the parent's boards and pools (as the
+ * exit path would) breaks the parent's job. The child is a pure pass-through from the fork on, and
+ * its exit releases and writes nothing. */
+static void after_fork_in_child(void) {
+  atomic_store(&enabled, 0);
+  atomic_store(&exited, 1);
+}
+
+static void init(void) {
+  pthread_atfork(NULL, NULL, after_fork_in_child);
+  init_from(symmpin_config_get());
+}
 
 void symmpin_preload_test_init(const symmpin_config *cfg) {
   symmpin_preload_exit();

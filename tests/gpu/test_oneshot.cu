@@ -777,6 +777,10 @@ static void test_api() {
   char *a = R[0].bufA + kGuard, *b = R[0].bufB + kGuard;
   symmpin_kernel_call c = make_call(0, SLOT_API, 100, SYMMPIN_FLOAT32, SYMMPIN_SUM,
                                      SYMMPIN_INPUT_STAGED, a, b, 1);
+  char why[200] = "";
+  check(symmpin_kernel_device_check(why, sizeof why) == SYMMPIN_OK,
+        "api: the kernels have code for this GPU");
+  if (why[0]) printf("  %s\n", why);
   symmpin_kernel_call x = c;
   x.count = 0;
   check(symmpin_kernel_launch(&x, R[0].s[0]) == SYMMPIN_OK, "api: count 0 is a no-op");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "planner/site.h"
@@ -301,4 +302,34 @@ Test(events, trace_opens_with_u_when_buffer_fills) {
   cr_assert_eq(tf.nevents, 5001);
   cr_assert_eq(tf.events[4999].alloc, 5000);
   symmpin_trace_file_free(&tf);
+}
+
+/* A forked child must never release the parent's communicators (their boards and pools are the
+ * parent's), and is a pure pass-through. */
+Test(events, forked_child_touches_nothing_of_the_parent) {
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xc0ffee, 1, 2, 0, 2, 0, true, 0);
+  cr_assert_not_null(symmpin_comm_find((void *)0xc0ffee));
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int bad = 0;
+    if (symmpin_events_enabled()) bad |= 1;
+    symmpin_preload_exit(); /* what the child's exit would run */
+    if (stand_in_releases != 0) bad |= 2;
+    int rc = 0;
+    symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7,
+                                   .comm = (void *)0xc0ffee, .stack = 1};
+    if (symmpin_event_allreduce(&call, &rc)) bad |= 4;
+    _exit(bad);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status));
+  cr_assert_eq(WEXITSTATUS(status), 0, "child: 1 still enabled, 2 released, 4 took a call (%d)",
+               WEXITSTATUS(status));
+  /* The parent is untouched: its communicator is there and is released once, by the parent. */
+  cr_assert(symmpin_events_enabled());
+  cr_assert_not_null(symmpin_comm_find((void *)0xc0ffee));
+  symmpin_preload_exit();
+  cr_assert_eq(stand_in_releases, 1);
 }
