@@ -3,14 +3,7 @@
 
 #include <string.h>
 
-static uint64_t fmix64(uint64_t k) { /* murmur3's finalizer */
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
+#include "common/hash.h"
 
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
@@ -22,16 +15,16 @@ static uint64_t hash64(const unsigned char *p, size_t n, uint64_t seed) {
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
     memcpy(&w, p + i, 8);
-    h ^= fmix64(w + seed);
+    h ^= symmpin_hash_mix64(w + seed);
     h = rotl(h, 29) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
   }
   if (i < n) {
     uint64_t w = 0;
     memcpy(&w, p + i, n - i);
-    h ^= fmix64(w + seed + (uint64_t)(n - i));
+    h ^= symmpin_hash_mix64(w + seed + (uint64_t)(n - i));
     h = rotl(h, 29) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
   }
-  return fmix64(h ^ n);
+  return symmpin_hash_mix64(h ^ n);
 }
 
 symmpin_comm_key symmpin_comm_key_of_bytes(const void *p, size_t n) {
