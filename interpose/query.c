@@ -59,7 +59,8 @@ static int real_free(void *ptr) {
 
 /* Priority 101: before the preload's own constructor (default priority) reports anything. */
 __attribute__((constructor(101))) static void symmpin_interpose_install(void) {
-  symmpin_callsite_set_depth(symmpin_config_get()->stack_depth);
+  const symmpin_config *cfg = symmpin_config_get();
+  if (!cfg->disable) symmpin_callsite_set_depth(cfg->stack_depth); /* may prime backtrace() */
   symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm,
                     .device_alloc = real_alloc, .device_free = real_free};
   symmpin_host_install(&h);

@@ -292,15 +292,13 @@ static symmpin_status make_record(const rank_data *r, int comm, int nranks, size
   return SYMMPIN_OK;
 }
 
-/* Calls of one epoch a rank records at most (the engine's record cap, preload/agree.c). */
-#define RECORD_MAX_CALLS 16384
-
-/* Whether any rank captured a CUDA graph during epoch's agreement: at its closing call (0-based
- * index close - 1) or at the two calls after it, where the engine plans and maps the pool; nothing
- * may allocate during capture, so the engine fails such an epoch on every rank. */
+/* Whether any rank captured a CUDA graph during the epoch's agreement: at its closing call
+ * (0-based index close - 1) or the calls after it where the engine plans and maps the pool
+ * (SYMMPIN_AGREEMENT_UNCAPTURED_CALLS in all); the engine fails such an epoch on every rank. */
 static bool captured_during_agreement(const comm_data *c, const uint64_t *close) {
   for (int r = 0; r < c->nranks; r++)
-    for (uint64_t i = close[r] - 1; i < close[r] + 2 && i < c->ranks[r]->ncalls; i++)
+    for (uint64_t i = close[r] - 1;
+         i < close[r] - 1 + SYMMPIN_AGREEMENT_UNCAPTURED_CALLS && i < c->ranks[r]->ncalls; i++)
       if (c->ranks[r]->calls[i].capturing) return true;
   return false;
 }
@@ -334,7 +332,8 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
     if (st != SYMMPIN_OK) goto out;
   }
 
-  symmpin_plan_policy pol = {.mode = o->mode, .max_bytes = o->max_bytes, .alignment = 256,
+  symmpin_plan_policy pol = {.mode = o->mode, .max_bytes = o->max_bytes,
+                             .alignment = SYMMPIN_PLAN_ALIGNMENT,
                              .slot_bytes = o->kernels->slot_bytes,
                              .supports = o->kernels->supports, .ctx = o->kernels->ctx,
                              .nranks = c->nranks};
@@ -362,7 +361,7 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
     symmpin_plan *next = NULL;
     if (aligned && !captured_during_agreement(c, close)) {
       for (int r = 0; r < c->nranks && st == SYMMPIN_OK; r++) {
-        uint64_t to = close[r] - start[r] > RECORD_MAX_CALLS ? start[r] + RECORD_MAX_CALLS : close[r];
+        uint64_t to = close[r] - start[r] > SYMMPIN_RECORD_MAX_CALLS ? start[r] + SYMMPIN_RECORD_MAX_CALLS : close[r];
         st = make_record(c->ranks[r], ordinal, c->nranks, start[r], to, &recs[r]);
         rp[r] = &recs[r];
       }

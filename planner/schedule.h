@@ -30,6 +30,12 @@
 
 /* Calls after the closing call that an agreement needs (plan, attach, decide). */
 #define SYMMPIN_AGREEMENT_CALLS 3
+/* The closing call and the two after it (plan, attach) allocate and map memory: an epoch where any
+ * rank captures a CUDA graph at one of them fails on every rank. */
+#define SYMMPIN_AGREEMENT_UNCAPTURED_CALLS 3
+/* The most calls one record holds: later calls of an epoch are not recorded, on every rank alike
+ * (a record is posted as one board blob; planner/record.h sizes it). */
+#define SYMMPIN_RECORD_MAX_CALLS 16384
 
 typedef struct symmpin_schedule {
   symmpin_warmup warmup;

@@ -19,9 +19,6 @@
 #define ROUND_ATTACH(e) (3u * (e) + 1u)
 /* The board's fixed last round: the same number on every rank whatever epoch each is in. */
 #define ROUND_TEARDOWN (UINT32_MAX - 1u)
-/* The longest a record posted on the board may grow (calls); later calls of an epoch are not
- * recorded, on every rank alike. */
-#define RECORD_MAX_CALLS 16384
 /* Waits poll the board in slices this long, to notice a FAIL by someone else early. */
 #define WAIT_SLICE_MS 20u
 
@@ -59,6 +56,7 @@ struct symmpin_agree {
   symmpin_agree_params p;
   agree_phase phase;
   bool attached;            /* this epoch's attach succeeded here: settle it with the verdict */
+  bool rollback_due;        /* the epoch failed during a capture: settle at the next eager call */
   symmpin_agree_stop stop;
   uint32_t epoch;           /* the epoch in progress or last finished */
   symmpin_schedule sched;
@@ -118,6 +116,11 @@ static void stop(symmpin_agree *a, symmpin_agree_stop why, const char *what) {
 }
 
 symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree **out) {
+  if (p->nranks < 1 || p->nranks > SYMMPIN_KERNEL_MAX_RANKS || p->rank < 0 || p->rank >= p->nranks) {
+    SYMMPIN_INFO("comm %d: rank %d of %d: the kernels take 1 to %d ranks", p->comm, p->rank,
+                 p->nranks, SYMMPIN_KERNEL_MAX_RANKS);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
   symmpin_agree *a = calloc(1, sizeof *a);
   if (!a) {
     SYMMPIN_WARN("comm %d: out of memory for the agreement", p->comm);
@@ -155,7 +158,6 @@ void symmpin_agree_close(symmpin_agree *a) {
 
 const symmpin_plan *symmpin_agree_plan(const symmpin_agree *a) { return a->plan; }
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a) { return a->stop; }
-uint32_t symmpin_agree_epoch(const symmpin_agree *a) { return a->epoch; }
 
 /* ---- the epoch ---- */
 
@@ -193,6 +195,14 @@ static void settle(symmpin_agree *a, bool agreed) {
   a->attached = false;
 }
 
+/* A failed epoch's pool goes back to the agreed size, but that unmaps memory: never while this
+ * call is being captured (the decide call may be); then at the next call that is not. */
+static void roll_back(symmpin_agree *a, bool capturing) {
+  if (!a->attached) return;
+  a->rollback_due = capturing;
+  if (!capturing) settle(a, false);
+}
+
 static bool adopt(symmpin_agree *a) {
   settle(a, true);
   symmpin_plan_free(a->plan);
@@ -211,10 +221,10 @@ static bool adopt(symmpin_agree *a) {
 /* This rank gives up on the epoch. The verdict that stands decides, not the proposal: a peer may
  * have decided GO from every rank's "attached" post (this rank's included) just before this rank's
  * wait expired, and then this rank must adopt the plan too. Returns true if it did. */
-static bool epoch_fail(symmpin_agree *a) {
+static bool epoch_fail(symmpin_agree *a, bool capturing) {
   symmpin_verdict v = symmpin_board_decide(a->board, ROUND_ATTACH(a->epoch), SYMMPIN_VERDICT_FAIL);
   if (v == SYMMPIN_VERDICT_GO && a->phase == PHASE_ATTACH_POSTED && a->candidate) return adopt(a);
-  settle(a, false);
+  roll_back(a, capturing);
   symmpin_plan_free(a->candidate);
   a->candidate = NULL;
   a->phase = PHASE_IDLE;
@@ -260,7 +270,7 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
 static void epoch_plan(symmpin_agree *a, bool capturing) {
   uint32_t round = ROUND_RECORD(a->epoch);
   if (!wait_round(a, round)) {
-    epoch_fail(a);
+    epoch_fail(a, capturing);
     return;
   }
   int nranks = a->p.nranks;
@@ -296,9 +306,10 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     symmpin_plan_policy pol = {
         .mode = a->p.mode,
         .max_bytes = a->p.max_bytes,
-        .alignment = 256,
-        .slot_bytes = kernel_slot_bytes,
-        .supports = kernel_supports,
+        .alignment = SYMMPIN_PLAN_ALIGNMENT,
+        .slot_bytes = symmpin_agree_kernels.slot_bytes,
+        .supports = symmpin_agree_kernels.supports,
+        .ctx = symmpin_agree_kernels.ctx,
         .nranks = nranks,
     };
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
@@ -320,7 +331,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   /* Not ready but without P2P: post anyway, so that every rank learns why and stops. */
   if ((!pb.ready && pb.p2p_ok) ||
       symmpin_board_post(a->board, ROUND_PLAN(a->epoch), &pb, sizeof pb, thread_id()) != SYMMPIN_OK) {
-    epoch_fail(a);
+    epoch_fail(a, capturing);
     return;
   }
   a->phase = PHASE_PLAN_POSTED;
@@ -332,7 +343,7 @@ static void epoch_attach(symmpin_agree *a, bool capturing) {
   if (capturing || !wait_round(a, round) ||
       /* Someone gave up while this rank waited: do not grow the pool for a plan nobody uses. */
       symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) {
-    epoch_fail(a);
+    epoch_fail(a, capturing);
     return;
   }
   const void *exports[SYMMPIN_KERNEL_MAX_RANKS];
@@ -341,7 +352,7 @@ static void epoch_attach(symmpin_agree *a, bool capturing) {
     size_t bytes = 0;
     const plan_blob *pb = symmpin_board_blob(a->board, round, r, &bytes);
     if (!pb || bytes < sizeof *pb) {
-      epoch_fail(a);
+      epoch_fail(a, capturing);
       return;
     }
     same = same && pb->ready && pb->digest == a->candidate->digest &&
@@ -350,43 +361,45 @@ static void epoch_attach(symmpin_agree *a, bool capturing) {
     exports[r] = pb->export_rec;
   }
   if (!p2p) {
-    epoch_fail(a);
+    epoch_fail(a, capturing);
     return stop(a, SYMMPIN_AGREE_NO_P2P, "some pair of GPUs has no peer access (P2P)");
   }
   if (!same) {
     SYMMPIN_WARN("comm %d rank %d: ranks computed different plans from the same records (a "
                  "bug); staying on NCCL", a->p.comm, a->p.rank);
-    epoch_fail(a);
+    epoch_fail(a, capturing);
     return;
   }
   attach_blob ab = {.ok = a->p.ops.attach(a->p.ops.ctx, exports, a->candidate) == SYMMPIN_OK};
   a->attached = ab.ok;
   if (symmpin_board_post(a->board, ROUND_ATTACH(a->epoch), &ab, sizeof ab, thread_id()) !=
       SYMMPIN_OK) {
-    epoch_fail(a);
+    epoch_fail(a, capturing);
     return;
   }
   a->phase = PHASE_ATTACH_POSTED;
 }
 
 /* Next call: everyone attached -> GO, and the candidate becomes the plan. */
-static bool epoch_decide(symmpin_agree *a) {
+static bool epoch_decide(symmpin_agree *a, bool capturing) {
   uint32_t round = ROUND_ATTACH(a->epoch);
-  if (!wait_round(a, round)) return epoch_fail(a);
+  if (!wait_round(a, round)) return epoch_fail(a, capturing);
   bool ok = true;
   for (int r = 0; r < a->p.nranks; r++) {
     size_t bytes = 0;
     const attach_blob *ab = symmpin_board_blob(a->board, round, r, &bytes);
     ok &= ab && bytes >= sizeof *ab && ab->ok;
   }
-  if (!ok) return epoch_fail(a);
+  if (!ok) return epoch_fail(a, capturing);
   if (symmpin_board_decide(a->board, round, SYMMPIN_VERDICT_GO) != SYMMPIN_VERDICT_GO)
-    return epoch_fail(a);
+    return epoch_fail(a, capturing);
   return adopt(a);
 }
 
 bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call) {
-  if (a->record.ncalls < RECORD_MAX_CALLS) {
+  if (a->rollback_due && !call->capturing) roll_back(a, false);
+  if (a->stop != SYMMPIN_AGREE_RUNNING) return false; /* nothing more is planned: no record */
+  if (a->record.ncalls < SYMMPIN_RECORD_MAX_CALLS) {
     symmpin_call c = {
         .site = symmpin_agree_key(call), .count = call->count, .dtype = call->dtype,
         .op = call->op,
@@ -395,11 +408,10 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
         .in_place = call->in_place, .capturing = call->capturing,
         .send_alloc = call->send_alloc, .recv_alloc = call->recv_alloc,
     };
-    /* Out of memory: the call is not recorded, as past RECORD_MAX_CALLS; the next plan sees a
+    /* Out of memory: the call is not recorded, as past SYMMPIN_RECORD_MAX_CALLS; the next plan sees a
      * shorter record on this rank and keeps the sites it cannot match on NCCL. */
     (void)symmpin_record_append(&a->record, &c, call->group_token);
   }
-  if (a->stop != SYMMPIN_AGREE_RUNNING) return false;
   switch (a->phase) {
   case PHASE_IDLE:
     if (symmpin_schedule_call(&a->sched, n,
@@ -408,7 +420,7 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
     return false;
   case PHASE_RECORD_POSTED: epoch_plan(a, call->capturing); return false;
   case PHASE_PLAN_POSTED: epoch_attach(a, call->capturing); return false;
-  case PHASE_ATTACH_POSTED: return epoch_decide(a);
+  case PHASE_ATTACH_POSTED: return epoch_decide(a, call->capturing);
   }
   return false;
 }

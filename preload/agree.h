@@ -70,7 +70,8 @@ typedef struct symmpin_agree_params {
 
 typedef struct symmpin_agree symmpin_agree;
 
-/* Open the board and post the hello (never waits for peers). */
+/* Open the board and post the hello (never waits for peers). SYMMPIN_ERR_UNSUPPORTED for more
+ * ranks than the kernels take (SYMMPIN_KERNEL_MAX_RANKS). */
 symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree **out);
 /* Close the board and free the host state (no CUDA, no waiting). Safe on NULL. */
 void symmpin_agree_close(symmpin_agree *a);
@@ -102,8 +103,6 @@ typedef enum symmpin_agree_stop {
   SYMMPIN_AGREE_ERROR,        /* a host-side failure (memory, the board): logged where it happened */
 } symmpin_agree_stop;
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a);
-/* Epochs finished so far (agreed or failed), and the last epoch's verdict. */
-uint32_t symmpin_agree_epoch(const symmpin_agree *a);
 
 /* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not. The
  * key and sharing class are the ones the record used (planner/record.h, kernels' slot classes). */

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "symmem/board.h"
+#include "common/commkey.h"
 
 #define SYMMPIN_MAX_STREAMS_PER_COMM 64
 

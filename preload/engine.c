@@ -7,7 +7,7 @@
 #include "preload/engine.h"
 
 #include <cuda_runtime.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -153,19 +153,22 @@ static void engine_off(symmpin_comm *c, struct symmpin_engine_comm *e, symmpin_r
 }
 
 /* The pools allocate through the real cudaMalloc/cudaFree that interpose/ resolved (by name they
- * would bind to libsymmpin's own exported wrappers). */
-static void pool_allocator_once(void) {
+ * would bind to libsymmpin's own exported wrappers). Set once the host table has them (a call
+ * before interpose's constructor ran allocates by name, through the guarded wrapper). */
+static void pool_allocator_install(void) {
+  static _Atomic int installed;
+  if (atomic_load(&installed)) return;
   const symmpin_host *h = symmpin_host_table();
-  if (!h->device_alloc || !h->device_free) return; /* not preloaded: the runtime's, by name */
+  if (!h->device_alloc || !h->device_free) return;
   symmpin_device_allocator a = {.alloc = h->device_alloc, .free = h->device_free};
   symmpin_pool_set_allocator(&a);
+  atomic_store(&installed, 1);
 }
 
 /* Engine state for c on its first all-reduce. A failure leaves a state without agreement (off). */
 static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (c->engine) return c->engine;
-  static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
-  pthread_once(&allocator_once, pool_allocator_once);
+  pool_allocator_install();
   struct symmpin_engine_comm *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   c->engine = e;
@@ -295,7 +298,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
   if (*reason != SYMMPIN_REASON_NONE) {
     site_add(&e->site_of_key, key, ec->site);
     /* A site pinned on another stream: this stream is new to it (the safety net's count). A site
-     * first seen during capture waits for an epoch, which capture forbids. */
+     * first seen during capture: counted as capture (it gets a slot at an eager epoch). */
     if (*reason == SYMMPIN_REASON_WARMUP && site_find(e->pinned_sites, ec->site))
       *reason = SYMMPIN_REASON_STREAM;
     else if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing)

@@ -10,24 +10,7 @@
 
 #include "preload/comm.h"
 #include "preload/events.h"
-
-/* Why an all-reduce went to NCCL (counted per site in the stats; written in traces as the number,
- * so values never change: 1 was "disabled", which nothing could produce, and stays unused). */
-typedef enum symmpin_reason {
-  SYMMPIN_REASON_NONE = 0,      /* redirected */
-  SYMMPIN_REASON_WARMUP = 2,    /* still warming up / site not yet planned */
-  SYMMPIN_REASON_TOO_LARGE = 3, /* above SYMMPIN_MAX_BYTES */
-  SYMMPIN_REASON_TYPE_OP = 4,   /* datatype or op not supported */
-  SYMMPIN_REASON_COMM = 5,      /* communicator not eligible (hosts, P2P, unknown) */
-  SYMMPIN_REASON_DISAGREE = 6,  /* ranks' records or plans differ for this site */
-  SYMMPIN_REASON_CAPTURE = 7,   /* captured into a CUDA graph before its site was planned: symmpin
-                                   never plans or allocates during capture */
-  SYMMPIN_REASON_STREAM = 8,    /* stream off-plan (safety net) */
-  SYMMPIN_REASON_ERROR = 9,     /* an internal failure: logged once, NCCL from then on */
-  SYMMPIN_REASON_COUNT = 10,
-} symmpin_reason;
-
-const char *symmpin_reason_name(symmpin_reason r);
+#include "preload/reason.h"
 
 /* Facts about one all-reduce the preload has already computed. */
 typedef struct symmpin_engine_call {

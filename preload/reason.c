@@ -1,6 +1,5 @@
-/* Names of the fall-back reasons (preload/engine.h), as written in statistics. Kept out of
- * engine.c (CUDA) so that preload_core and its CPU tests, with their stand-in engine, have them. */
-#include "preload/engine.h"
+/* Names of the fall-back reasons (reason.h), as written in statistics. */
+#include "preload/reason.h"
 
 static const char *const names[SYMMPIN_REASON_COUNT] = {
     [SYMMPIN_REASON_NONE] = "none",         [SYMMPIN_REASON_WARMUP] = "warmup",

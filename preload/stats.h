@@ -11,7 +11,7 @@
 
 #include "common/types.h"
 #include "preload/comm.h"
-#include "preload/engine.h"
+#include "preload/reason.h"
 
 typedef struct symmpin_stats_comm symmpin_stats_comm;
 

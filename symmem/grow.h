@@ -49,9 +49,9 @@ typedef struct symmpin_pool_grow_args {
  *
  * Every rank posts both rounds whatever happens (a rank that timed out in round k posts "not
  * attached" in round k+1 and decides FAIL), so peers are released rather than left waiting, and
- * the caller's next round is args->round + SYMMPIN_POOL_GROW_ROUNDS in every case. On failure a
- * pool may have grown on some ranks and not on others: the FAIL verdict says nobody uses it; an
- * equal request later re-exports the reserved chunk (pool.h). */
+ * the caller's next round is args->round + SYMMPIN_POOL_GROW_ROUNDS in every case. Every rank
+ * settles its pool with the verdict (symmpin_pool_settle), so after a failure every pool has its
+ * old size again; an equal request later re-exports the reserved chunk (pool.h). */
 symmpin_status symmpin_pool_grow(symmpin_pool *const pools[], symmpin_board *const boards[],
                                  int nlocal, const symmpin_pool_grow_args *args, char *why,
                                  size_t why_len);

@@ -51,6 +51,9 @@ typedef struct pool_chunk {
   unsigned char *ipc;   /* [nranks]: 1 where peer[r] came from cudaIpcOpenMemHandle */
 } pool_chunk;
 
+/* Chunks of failed grows a pool keeps until destroy() (see symmpin_pool_reserve). */
+#define POOL_MAX_ORPHANS 4
+
 struct symmpin_pool {
   int rank, nranks, device;
   symmpin_device_allocator alloc; /* the process's allocator when the pool was created */
@@ -402,7 +405,14 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   if (p->has_pending && p->pending.bytes != want) {
     /* A grow of another size after a failed one: peers may still map the old chunk, which must not
      * be freed under their mappings (undefined in CUDA IPC); it waits for destroy() as an orphan,
-     * and this grow gets a chunk of its own. */
+     * and this grow gets a chunk of its own. A few at most: a pool whose grows keep failing stops
+     * growing rather than holding ever more memory the program may need. */
+    if (p->norphans >= POOL_MAX_ORPHANS) {
+      SYMMPIN_WARN("pool_reserve: rank %d: %d grows of changing sizes failed; the pool stays at %zu "
+                   "bytes", p->rank, p->norphans + 1, p->size);
+      st = SYMMPIN_ERR_UNSUPPORTED;
+      goto out;
+    }
     void **o = realloc(p->orphans, (size_t)(p->norphans + 1) * sizeof(*o));
     if (!o) {
       SYMMPIN_WARN("pool_reserve: rank %d: out of memory for an orphaned chunk", p->rank);

@@ -70,7 +70,8 @@ symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p);
  * record into export_rec (SYMMPIN_POOL_EXPORT_BYTES, any alignment). If the pool is already big
  * enough, writes an empty record. A reserve whose epoch failed stays reserved: reserving the same
  * size again re-exports it; another size sets it aside until destroy() (a peer may still map it)
- * and allocates a new chunk, so a failed epoch never blocks later growth. */
+ * and allocates a new chunk, so a failed epoch never blocks later growth (up to four set-aside
+ * chunks; then SYMMPIN_ERR_UNSUPPORTED: the pool stops growing). */
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec);
 /* Step 2: map every peer's chunk from their export records (records[r] for rank r, records[rank]
  * is ignored; any alignment). After it, symmpin_pool_size() is the new size on this rank, but only

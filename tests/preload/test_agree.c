@@ -44,6 +44,8 @@ typedef struct fake_rank {
   bool fail_attach_epoch1; /* attach fails the first time */
   int attaches;
   int commits, rollbacks; /* settle(true) / settle(false) */
+  int settled_while_capturing;
+  bool capturing;          /* the call being stepped is captured into a CUDA graph */
   uint64_t reserved;
   void (*gave_up)(struct fake_rank *f, uint32_t round);
   struct world *w;
@@ -77,7 +79,6 @@ static symmpin_status fake_reserve(void *ctx, uint64_t bytes, void *export_rec) 
 
 static symmpin_status fake_attach(void *ctx, const void *const exports[], const symmpin_plan *plan) {
   fake_rank *f = ctx;
-  (void)plan;
   if (f->fail_attach_epoch1 && f->attaches++ == 0) return SYMMPIN_ERR_CUDA;
   f->attaches++;
   for (int r = 0; r < plan->nranks; r++) {
@@ -91,6 +92,7 @@ static symmpin_status fake_attach(void *ctx, const void *const exports[], const 
 
 static void fake_settle(void *ctx, bool agreed) {
   fake_rank *f = ctx;
+  f->settled_while_capturing += f->capturing;
   if (agreed)
     f->commits++;
   else
@@ -161,6 +163,7 @@ static void run_one_step(world *w, int rank, uint64_t n) {
   symmpin_agree *a = w->agree[rank];
   uint64_t t0 = now_ms();
   bool stopped_before = symmpin_agree_stopped(a) != SYMMPIN_AGREE_RUNNING;
+  w->fakes[rank].capturing = w->calls[rank][n - 1].capturing;
   if (symmpin_agree_step(a, n, &w->calls[rank][n - 1]) && w->ngo[rank] < 8)
     w->go_at[rank][w->ngo[rank]++] = n;
   uint64_t dt = now_ms() - t0;
@@ -361,4 +364,29 @@ Test(agree, misaligned_closes_meet_at_a_common_call, .timeout = 60) {
   assert_same_everywhere(&W);
   cr_assert_geq(W.ngo[0], 1);
   cr_assert_eq(W.go_at[0][0], 64 + SYMMPIN_AGREEMENT_CALLS);
+}
+
+/* ---- CUDA-graph capture during an agreement ---- */
+
+/* Nothing may allocate or map memory while a call is captured: an epoch whose closing, plan or
+ * attach call is captured on some rank fails on every rank (and is retried one interval later);
+ * a captured decide call is fine, but a rollback it would need waits for the next eager call. */
+ParameterizedTestParameters(agree, capture_during_the_agreement) {
+  static int offsets[] = {0, 1, 2, 3};
+  return cr_make_param_array(int, offsets, sizeof offsets / sizeof offsets[0]);
+}
+
+ParameterizedTest(int *offset, agree, capture_during_the_agreement, .timeout = 60) {
+  world_init(&W, 2, 64, 5000);
+  world_loop(&W, 4, 100);
+  int rank = *offset == 3 ? 0 : *offset % 2;
+  W.calls[rank][16 + *offset - 1].capturing = true; /* call 16 + offset (1-based) on that rank */
+  if (*offset == 3) W.fakes[1].fail_attach_epoch1 = true; /* rank 0 must roll back at call 19 */
+  world_run(&W);
+  assert_same_everywhere(&W);
+  cr_assert_geq(W.ngo[0], 1);
+  cr_assert_eq(W.go_at[0][0], 16 + 64 + SYMMPIN_AGREEMENT_CALLS, "epoch 1 failed, retried");
+  for (int k = 0; k < 2; k++)
+    cr_assert_eq(W.fakes[k].settled_while_capturing, 0, "rank %d touched its pool in a capture", k);
+  if (*offset == 3) cr_assert_eq(W.fakes[0].rollbacks, 1, "the deferred rollback happened");
 }

@@ -61,7 +61,8 @@ for mod in LAYER:
             mod == "preload" and f not in CUDA_FREE_PRELOAD_EXCEPT)
         if cuda_free and SDK_HEADER.search(code):
             sdk.append(f)
-        if mod != "tools" and os.path.join(mod, f) != LOGGER and re.search(r"\bstderr\b", code):
+        if mod != "tools" and os.path.join(mod, f) != LOGGER and re.search(
+                r"\bstderr\b|\bSTDERR_FILENO\b|\bperror\s*\(|\bwrite\s*\(\s*2\s*,", code):
             stderr_use.append(f)
     check(not bad_inc, f"{mod}/ includes only itself and lower layers" +
           (": " + ", ".join(bad_inc) if bad_inc else ""))
