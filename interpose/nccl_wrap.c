@@ -2,9 +2,12 @@
  * linked: every real function is found at run time (real.h). This is also where the communicator
  * keys of docs/design.md "Identities" are derived from what the ranks share. */
 #include <nccl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "interpose/callsite.h"
@@ -14,7 +17,7 @@
 #include "common/commkey.h"
 #include "common/types.h"
 
-/* planner/types.h promises NCCL's numbers; checked here, where nccl.h is visible. */
+/* common/types.h promises NCCL's numbers; checked here, where nccl.h is visible. */
 _Static_assert(SYMMPIN_INT8 == (int)ncclInt8, "int8");
 _Static_assert(SYMMPIN_UINT8 == (int)ncclUint8, "uint8");
 _Static_assert(SYMMPIN_INT32 == (int)ncclInt32, "int32");
@@ -145,6 +148,25 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nrank
   return rc;
 }
 
+/* 16 random bytes per process in every InitAll key. (pid, counter) alone can be predicted by
+ * another local user, who could then create the board's name first (the board refuses a name it
+ * does not own, so that would only keep the communicator on NCCL). All ranks of an InitAll live
+ * in this process, so they still derive the same key. */
+static uint64_t init_all_salt[2];
+static pthread_once_t init_all_salt_once = PTHREAD_ONCE_INIT;
+
+static void init_all_salt_draw(void) {
+  ssize_t want = (ssize_t)sizeof init_all_salt;
+  if (getrandom(init_all_salt, sizeof init_all_salt, GRND_NONBLOCK) == want) return;
+  /* No entropy yet (early boot) or no getrandom: weaker, but still not (pid, counter) alone. */
+  struct timespec a, b;
+  clock_gettime(CLOCK_REALTIME, &a);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  init_all_salt[0] = (uint64_t)a.tv_sec * 1000000000u + (uint64_t)a.tv_nsec;
+  init_all_salt[1] = ((uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec) ^
+                     (uint64_t)(uintptr_t)&a ^ (uint64_t)(uintptr_t)init_all_salt;
+}
+
 SYMMPIN_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
   static atomic_uint init_all_calls; /* the process's InitAll counter (design.md) */
   ncclResult_t (*real)(ncclComm_t *, int, const int *) = symmpin_real_get(&real_ncclCommInitAll);
@@ -152,8 +174,9 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const i
   if (symmpin_wrap_bypass()) return real(comms, ndev, devlist);
   symmpin_guard_enter();
   ncclResult_t rc = real(comms, ndev, devlist);
-  uint64_t facts[3] = {0x494e4954414c4cULL /* "INITALL" */, (uint64_t)getpid(),
-                       atomic_fetch_add(&init_all_calls, 1)};
+  pthread_once(&init_all_salt_once, init_all_salt_draw);
+  uint64_t facts[5] = {0x494e4954414c4cULL /* "INITALL" */, (uint64_t)getpid(),
+                       atomic_fetch_add(&init_all_calls, 1), init_all_salt[0], init_all_salt[1]};
   symmpin_comm_key k = symmpin_comm_key_of_bytes(facts, sizeof facts);
   uint64_t hi = k.hi, lo = k.lo;
   if (rc == ncclSuccess && comms && ndev > 0) {

@@ -327,7 +327,8 @@ symmpin_status symmpin_trace_writer_open(const char *path, const symmpin_trace_h
     SYMMPIN_WARN("trace %s: out of memory", path);
     return SYMMPIN_ERR_NOMEM;
   }
-  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* Never through a link another local user planted at a predictable name. */
+  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (w->fd < 0) {
     SYMMPIN_WARN("trace %s: cannot create (%s)", path, strerror(errno));
     free(w);

@@ -1,6 +1,7 @@
 /* The event handlers (preload/events.h): one place where every intercepted call is turned into
  * registry, allocation-map, engine, trace and statistics updates. Runs with the re-entrancy guard
  * set (the wrappers set it), so CUDA/NCCL calls made from here are not recorded as the program's. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -425,7 +426,10 @@ static void stats_report(const symmpin_config *cfg) {
     SYMMPIN_WARN("cannot expand SYMMPIN_STATS_FILE=%s: %s", cfg->stats_file, why);
     return;
   }
-  FILE *f = fopen(path, "w");
+  /* Never through a link another local user planted at a predictable name. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f && fd >= 0) close(fd);
   if (!f) {
     SYMMPIN_WARN("cannot write statistics to %s", path);
     return;

@@ -3,14 +3,23 @@
  *
  * Everything shared is reached through C11 atomics on lock-free 32/64-bit words, which work
  * across processes on the same mapping; nothing here takes a lock, so a rank that dies never
- * leaves the others stuck (they time out). */
+ * leaves the others stuck (they time out).
+ *
+ * Trust: /dev/shm is shared by every user of the host. A board is only used if this process's
+ * euid owns it with mode 0600 (nobody else can have written it), every word read from it is
+ * checked before it steers anything (sizes, counts, verdicts), and the fields that describe the
+ * layout are compared once at open with what this rank computes itself and never read again.
+ * Pages are reserved with posix_fallocate before they are first touched, so that a full /dev/shm
+ * is an error returned here, never a SIGBUS later. */
 #include "symmem/board.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +33,10 @@
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "board words must be lock-free to work across processes");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "board words must be lock-free to work across processes");
 
-#define BOARD_MAGIC 0x42504d4d59530001ull /* "SYMMPB" + layout version 1 */
+/* "SYMMPB" + layout version: a board of another layout is refused at once, not misread. */
+#define BOARD_MAGIC_BASE 0x42504d4d59530000ull
+#define BOARD_LAYOUT_VERSION 2u
+#define BOARD_MAGIC (BOARD_MAGIC_BASE | BOARD_LAYOUT_VERSION)
 /* Verdicts live in a ring tagged by round: ranks never drift more than a round or two apart
  * (every round waits for all posts), so a ring this size never evicts a round still in use. */
 #define BOARD_VERDICT_SLOTS 1024u
@@ -34,13 +46,48 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "board words must be lock-free to wo
 /* How long an opener waits for the creator to size and initialize the object (microseconds of
  * work for the creator; the bound only matters if the creator died in between). */
 #define BOARD_OPEN_WAIT_MS 5000u
+/* Where glibc's shm_open puts its objects; the stale-board sweep lists it. */
+#define BOARD_SHM_DIR "/dev/shm"
+#define BOARD_NAME_PREFIX "symmpin-"
+/* A rank's blob area is reserved as posts grow, in steps this big: a board of a multi-host
+ * communicator (thousands of ranks, a few of them here) costs what its local ranks post, not
+ * 2 MiB per rank of the whole communicator. */
+#define BOARD_RESERVE_STEP (64u << 10)
+/* posix_fallocate of at most a few hundred KiB: EINTR means a signal came in, so try again, but
+ * never forever under a stream of signals. */
+#define BOARD_EINTR_TRIES 100
+/* The stale-board sweep (once per process): at most this many directory entries are looked at,
+ * and at most this many symmpin boards are examined, so that a crowded /dev/shm costs little. */
+#define BOARD_SWEEP_ENTRIES 4096
+#define BOARD_SWEEP_BOARDS 128
 
-struct board_hdr {
-  _Atomic uint64_t magic; /* written last by the creator: the header is valid once it is set */
+/* A process as /proc shows it: pid, start time (clock ticks after boot, field 22 of
+ * /proc/<pid>/stat) and pid namespace (inode of /proc/self/ns/pid), so that neither a reused pid
+ * nor a pid of another namespace (containers sharing /dev/shm) is taken for the one recorded.
+ * Any field 0 = unknown: such a process is never judged dead. */
+struct board_proc {
+  uint64_t pidns;
+  uint64_t start;
+  uint32_t pid;
+  uint32_t pad;
+};
+
+/* What the creator writes once, before the magic, and nobody changes later. The layout is
+ * spelled out so that an opener compares it with its own instead of assuming it. */
+struct board_ident {
   uint64_t key_hi, key_lo;
   uint64_t nranks;
   uint64_t blob_max;
   uint64_t total_bytes;
+  uint64_t ranks_offset; /* where the rank records start */
+  uint64_t rank_bytes;   /* one rank record */
+  uint64_t blobs_offset; /* where the blob areas start */
+  struct board_proc creator;
+};
+
+struct board_hdr {
+  _Atomic uint64_t magic; /* written last by the creator: the header is valid once it is set */
+  struct board_ident id;
   _Atomic uint32_t attached; /* distinct ranks that ever opened the board */
   _Atomic uint32_t live;     /* opens not yet closed */
   _Atomic uint32_t unlinked; /* 1 once the name was removed (exactly one rank does it) */
@@ -56,8 +103,8 @@ struct board_rank {
   _Atomic uint32_t last_round;    /* the highest round this rank posted (0 = none) */
   _Atomic uint64_t last_tid;      /* the thread that posted last_round */
   _Atomic uint32_t area_round[2]; /* the round whose blob area[parity] holds (0 = being written) */
-  uint64_t area_bytes[2];
-  uint8_t pad[24];
+  _Atomic uint64_t area_bytes[2]; /* checked against SYMMPIN_BOARD_BLOB_MAX by every reader */
+  struct board_proc proc;         /* the process that attached this rank (for the sweep) */
 };
 _Static_assert(sizeof(struct board_rank) == 64, "one cache line per rank");
 
@@ -66,6 +113,9 @@ struct symmpin_board {
   struct board_rank *ranks;
   unsigned char *blobs;
   size_t map_bytes;
+  int fd;               /* kept to reserve this rank's blob areas as posts grow */
+  size_t reserved[2];   /* bytes of this rank's area[parity] reserved so far */
+  atomic_int warned;    /* a lying blob size was reported (once per board) */
   int rank, nranks;
   char name[48];
 };
@@ -102,11 +152,279 @@ static void board_backoff(unsigned *iter) {
   nanosleep(&ts, NULL);
 }
 
-/* ---- open / close ----------------------------------------------------------------------- */
+/* ---- identities ------------------------------------------------------------------------- */
 
 static void board_name(symmpin_comm_key key, char *name, size_t len) {
-  snprintf(name, len, "/symmpin-%016" PRIx64 "%016" PRIx64, key.hi, key.lo);
+  snprintf(name, len, "/" BOARD_NAME_PREFIX "%016" PRIx64 "%016" PRIx64, key.hi, key.lo);
 }
+
+/* A process's start time from /proc/<pid>/stat (pid 0: /proc/self/stat), and whether it has
+ * exited (a zombie nobody reaped: state Z or X with no thread left but the dead leader; a leader
+ * that exited while its other threads run is also Z, but with more threads). Returns 0, ENOENT or
+ * ESRCH when there is no such process, or another errno when /proc cannot tell (then nothing is
+ * concluded). The pid on the line must be the one asked for (getpid() for self), so that a /proc
+ * of another pid namespace is never read as this one's. */
+static int board_proc_start(pid_t pid, uint64_t *start, bool *exited) {
+  char path[48];
+  pid_t want = pid ? pid : getpid();
+  if (pid)
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  else
+    snprintf(path, sizeof path, "/proc/self/stat");
+  int fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buf[1024]; /* fields 1..22 take a few hundred bytes at most */
+  ssize_t n;
+  do n = read(fd, buf, sizeof buf - 1);
+  while (n < 0 && errno == EINTR);
+  int err = n < 0 ? errno : 0; /* ESRCH: the process went away between open and read */
+  close(fd);
+  if (n < 0) return err;
+  buf[n] = '\0';
+  char *end;
+  long long p = strtoll(buf, &end, 10);
+  if (end == buf || p != (long long)want) return EINVAL;
+  /* The command name (field 2) may hold spaces and parentheses: fields go on after the last ')'. */
+  char *s = strrchr(buf, ')');
+  if (!s || s[1] != ' ') return EINVAL;
+  s += 2; /* field 3, the state */
+  char state = *s;
+  long long threads = -1;
+  for (int f = 3; f < 22; f++) {
+    s = strchr(s, ' ');
+    if (!s) return EINVAL;
+    s++;
+    if (f + 1 == 20) threads = strtoll(s, NULL, 10);
+  }
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return EINVAL;
+  *start = (uint64_t)v;
+  *exited = (state == 'Z' || state == 'X') && threads <= 1;
+  return 0;
+}
+
+static uint64_t board_pidns_self(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* This process as recorded in a board; all zero (never judged dead) when /proc cannot say. */
+static void board_proc_self(struct board_proc *p) {
+  memset(p, 0, sizeof *p);
+  uint64_t start = 0;
+  bool exited;
+  if (board_proc_start(0, &start, &exited) != 0) return;
+  p->pid = (uint32_t)getpid();
+  p->start = start;
+  p->pidns = board_pidns_self();
+}
+
+typedef enum board_life { BOARD_PROC_GONE, BOARD_PROC_ALIVE, BOARD_PROC_UNKNOWN } board_life;
+
+/* Whether a recorded process still runs. GONE only on proof: no process has that pid here, the
+ * one that has it started at another time (the pid was reused), or it exited and waits to be
+ * reaped (a container whose init never reaps keeps such zombies for good). Anything /proc cannot
+ * tell counts as alive. */
+static board_life board_proc_life(const struct board_proc *p, uint64_t my_pidns) {
+  if (!p->pid || p->pid > INT32_MAX || !p->start || !p->pidns || p->pidns != my_pidns)
+    return BOARD_PROC_UNKNOWN;
+  uint64_t start = 0;
+  bool exited = false;
+  int err = board_proc_start((pid_t)p->pid, &start, &exited);
+  if (err == ENOENT || err == ESRCH) return BOARD_PROC_GONE;
+  if (err != 0) return BOARD_PROC_UNKNOWN;
+  return start == p->start && !exited ? BOARD_PROC_ALIVE : BOARD_PROC_GONE;
+}
+
+static void board_ident_init(struct board_ident *id, symmpin_comm_key key, int nranks) {
+  memset(id, 0, sizeof *id);
+  id->key_hi = key.hi;
+  id->key_lo = key.lo;
+  id->nranks = (uint64_t)nranks;
+  id->blob_max = SYMMPIN_BOARD_BLOB_MAX;
+  id->total_bytes = board_total_bytes(nranks);
+  id->ranks_offset = board_ranks_offset();
+  id->rank_bytes = sizeof(struct board_rank);
+  id->blobs_offset = board_blobs_offset(nranks);
+}
+
+/* NULL when `seen` describes the board `want` does (creators aside), else what differs. */
+static const char *board_ident_mismatch(const struct board_ident *seen,
+                                        const struct board_ident *want) {
+  if (seen->key_hi != want->key_hi || seen->key_lo != want->key_lo) return "key";
+  if (seen->nranks != want->nranks) return "rank count";
+  if (seen->blob_max != want->blob_max) return "blob size";
+  if (seen->total_bytes != want->total_bytes || seen->ranks_offset != want->ranks_offset ||
+      seen->rank_bytes != want->rank_bytes || seen->blobs_offset != want->blobs_offset)
+    return "layout";
+  return NULL;
+}
+
+/* ---- files ------------------------------------------------------------------------------ */
+
+/* A board is usable only if nobody but this euid can have written it. */
+static bool board_stat_trusted(const struct stat *st, uid_t euid) {
+  return S_ISREG(st->st_mode) && st->st_uid == euid && (st->st_mode & 07777) == 0600;
+}
+
+static const char *board_file_kind(mode_t m) {
+  if (S_ISREG(m)) return "regular file";
+  if (S_ISLNK(m)) return "symbolic link";
+  if (S_ISDIR(m)) return "directory";
+  if (S_ISFIFO(m)) return "fifo";
+  return "special file";
+}
+
+/* The one WARN of a refused name, with what was found there. */
+static void board_refuse(const char *name, const struct stat *st, const char *why) {
+  SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: refused (%s): a %s of uid %u with mode %04o, not a "
+               "regular file of uid %u with mode 0600; not used",
+               name, why, board_file_kind(st->st_mode), (unsigned)st->st_uid,
+               (unsigned)(st->st_mode & 07777), (unsigned)geteuid());
+}
+
+/* An existing name this rank opened: used only if it is this user's private regular file. */
+static symmpin_status board_check_file(int fd, const char *name) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: fstat failed: %s", name, strerror(errno));
+    return SYMMPIN_ERR_IO;
+  }
+  if (!board_stat_trusted(&st, geteuid())) {
+    board_refuse(name, &st, "someone else may write it");
+    return SYMMPIN_ERR_INVALID;
+  }
+  return SYMMPIN_OK;
+}
+
+static int board_pread_full(int fd, void *buf, size_t len, off_t off) {
+  unsigned char *p = buf;
+  while (len) {
+    ssize_t n = pread(fd, p, len, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    off += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Reserves [off, off+len) of the board's file, so that no page there can fault for want of
+ * memory when first touched: a full /dev/shm is this error, never a SIGBUS later. A filesystem
+ * without fallocate (glibc emulates it; a libc that does not, on a /dev/shm that is not tmpfs)
+ * means no board: touching pages that were never reserved is exactly the SIGBUS to avoid. */
+static symmpin_status board_reserve(int fd, const char *name, size_t off, size_t len) {
+  int rc, tries = 0;
+  do rc = posix_fallocate(fd, (off_t)off, (off_t)len);
+  while (rc == EINTR && ++tries < BOARD_EINTR_TRIES);
+  if (rc == 0) return SYMMPIN_OK;
+  if (rc == EOPNOTSUPP || rc == EINVAL || rc == ENOSYS) {
+    SYMMPIN_INFO("board " BOARD_SHM_DIR "%s: cannot reserve shared memory (posix_fallocate: %s); "
+                 "not used",
+                 name, strerror(rc));
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: cannot reserve %zu bytes at offset %zu "
+               "(posix_fallocate: %s; is " BOARD_SHM_DIR " full?)",
+               name, len, off, strerror(rc));
+  return SYMMPIN_ERR_IO;
+}
+
+/* ---- stale boards ----------------------------------------------------------------------- */
+
+/* Whether the file open at fd (found as `ent` in /dev/shm, lstat `lst`) is a board of this user
+ * whose every recorded process (its creator and each attached rank's) is gone. Anything that is
+ * not plainly such a board, or that /proc cannot judge, is left alone. */
+static bool board_file_stale(int fd, const char *ent, const struct stat *lst, uid_t euid,
+                             uint64_t my_pidns, uint32_t *creator_pid) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != lst->st_dev || st.st_ino != lst->st_ino ||
+      !board_stat_trusted(&st, euid))
+    return false;
+  uint64_t magic;
+  struct board_ident id;
+  if (board_pread_full(fd, &magic, sizeof magic, offsetof(struct board_hdr, magic)) != 0 ||
+      board_pread_full(fd, &id, sizeof id, offsetof(struct board_hdr, id)) != 0)
+    return false;
+  if (magic != BOARD_MAGIC || id.nranks < 1 || id.nranks > BOARD_MAX_RANKS) return false;
+  symmpin_comm_key key = {id.key_hi, id.key_lo};
+  struct board_ident want;
+  board_ident_init(&want, key, (int)id.nranks);
+  char name[48];
+  board_name(key, name, sizeof name);
+  if (board_ident_mismatch(&id, &want) || (uint64_t)st.st_size != id.total_bytes ||
+      strcmp(name + 1, ent) != 0)
+    return false;
+  if (board_proc_life(&id.creator, my_pidns) != BOARD_PROC_GONE) return false;
+  /* A rank in another process may run on after the creator exited (a multi-host communicator
+   * whose local ranks close at different times): only a board nobody can use any more goes. */
+  struct board_rank recs[64];
+  struct board_proc judged = id.creator; /* ranks of one process share it: judge it once */
+  for (uint64_t r0 = 0; r0 < id.nranks; r0 += 64) {
+    size_t k = id.nranks - r0 < 64 ? (size_t)(id.nranks - r0) : 64;
+    if (board_pread_full(fd, recs, k * sizeof recs[0],
+                         (off_t)(id.ranks_offset + r0 * sizeof recs[0])) != 0)
+      return false;
+    for (size_t i = 0; i < k; i++) {
+      if (!atomic_load_explicit(&recs[i].attached, memory_order_relaxed)) continue;
+      const struct board_proc *p = &recs[i].proc;
+      if (p->pid == judged.pid && p->start == judged.start && p->pidns == judged.pidns) continue;
+      if (board_proc_life(p, my_pidns) != BOARD_PROC_GONE) return false;
+      judged = *p;
+    }
+  }
+  *creator_pid = id.creator.pid;
+  return true;
+}
+
+static atomic_int board_swept;
+
+/* Removes boards that jobs of this user left behind when they died before every rank attached
+ * (once all attached, the name is gone already). Once per process, when it first opens a board;
+ * bounded in entries and boards examined. Never follows links, and only removes what
+ * board_file_stale proved stale, after checking that the name still is the file it examined. A
+ * rank that attaches between the check and the unlink joins a board whose creator is dead: its
+ * job is lost anyway, and its agreement times out as it would have. */
+static void board_sweep(void) {
+  if (atomic_exchange(&board_swept, 1)) return;
+  uint64_t my_pidns = board_pidns_self();
+  if (!my_pidns) return; /* no /proc: nobody can be proved gone */
+  int dfd = open(BOARD_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return;
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    close(dfd);
+    return;
+  }
+  uid_t euid = geteuid();
+  const size_t plen = strlen(BOARD_NAME_PREFIX);
+  int entries = 0, boards = 0;
+  struct dirent *e;
+  while (entries++ < BOARD_SWEEP_ENTRIES && boards < BOARD_SWEEP_BOARDS && (e = readdir(d))) {
+    if (strncmp(e->d_name, BOARD_NAME_PREFIX, plen) != 0 || strlen(e->d_name) != plen + 32)
+      continue;
+    boards++;
+    struct stat lst;
+    if (fstatat(dfd, e->d_name, &lst, AT_SYMLINK_NOFOLLOW) != 0 || !board_stat_trusted(&lst, euid))
+      continue;
+    int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) continue;
+    uint32_t creator = 0;
+    bool stale = board_file_stale(fd, e->d_name, &lst, euid, my_pidns, &creator);
+    close(fd);
+    struct stat now;
+    if (!stale || fstatat(dfd, e->d_name, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+        now.st_dev != lst.st_dev || now.st_ino != lst.st_ino)
+      continue;
+    if (unlinkat(dfd, e->d_name, 0) == 0)
+      SYMMPIN_INFO("board " BOARD_SHM_DIR "/%s: removed, left behind by pid %u, which is gone",
+                   e->d_name, (unsigned)creator);
+  }
+  closedir(d);
+}
+
+/* ---- open / close ----------------------------------------------------------------------- */
 
 /* Only the first rank to see the board complete (or the last to leave one that never got
  * complete, e.g. a multi-host communicator) removes the name. */
@@ -119,55 +437,75 @@ static void board_unlink_once(symmpin_board *b) {
   }
 }
 
-/* Opens or creates the object; *creator says which. Retries when the name vanishes between a
+/* Creates the object (mode exactly 0600) or opens the existing one; *creator says which. An
+ * existing name that cannot be opened as a plain file of this user (a symbolic link, another
+ * user's file) is refused with what was found there. Retries when the name vanishes between a
  * failed exclusive create and the open (the board was just completed and unlinked). */
 static symmpin_status board_shm_open(const char *name, int *fd_out, bool *creator) {
   uint64_t deadline = board_now_ms() + BOARD_OPEN_WAIT_MS;
   unsigned iter = 0;
   for (;;) {
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
+      /* The umask may have taken bits off 0600: openers insist on exactly 0600. */
+      if (fchmod(fd, 0600) != 0) {
+        SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: fchmod(0600) failed: %s", name, strerror(errno));
+        close(fd);
+        shm_unlink(name);
+        return SYMMPIN_ERR_IO;
+      }
       *fd_out = fd;
       *creator = true;
       return SYMMPIN_OK;
     }
-    if (errno != EEXIST) break;
-    fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (errno != EEXIST) {
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: cannot create it: %s", name, strerror(errno));
+      return SYMMPIN_ERR_IO;
+    }
+    fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd >= 0) {
       *fd_out = fd;
       *creator = false;
       return SYMMPIN_OK;
     }
-    if (errno != ENOENT) break;
-    if (board_now_ms() > deadline) {
-      errno = ETIMEDOUT;
-      break;
+    int err = errno;
+    if (err == ENOENT) {
+      if (board_now_ms() > deadline) {
+        SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: kept vanishing for %u ms", name,
+                     BOARD_OPEN_WAIT_MS);
+        return SYMMPIN_ERR_TIMEOUT;
+      }
+      board_backoff(&iter);
+      continue;
     }
-    board_backoff(&iter);
+    char path[64];
+    snprintf(path, sizeof path, BOARD_SHM_DIR "%s", name);
+    struct stat st;
+    if (err != EMFILE && err != ENFILE && err != ENOMEM && lstat(path, &st) == 0) {
+      board_refuse(name, &st, strerror(err));
+      return SYMMPIN_ERR_INVALID;
+    }
+    SYMMPIN_WARN("board %s: cannot open it: %s", path, strerror(err));
+    return SYMMPIN_ERR_IO;
   }
-  SYMMPIN_WARN("board %s: shm_open failed: %s", name, strerror(errno));
-  return SYMMPIN_ERR_IO;
 }
 
-/* An opener that is not the creator waits (bounded) until the creator has sized the object;
- * mapping it earlier would fault on first touch. */
-static symmpin_status board_wait_size(int fd, const char *name, size_t total) {
+/* An opener that is not the creator waits (bounded) until the file holds a header. The creator
+ * reserves the header and the rank records before it gives the file any size, so once the size
+ * covers the header, touching the header cannot fault. */
+static symmpin_status board_wait_header(int fd, const char *name) {
   uint64_t deadline = board_now_ms() + BOARD_OPEN_WAIT_MS;
   unsigned iter = 0;
   for (;;) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
-      SYMMPIN_WARN("board %s: fstat failed: %s", name, strerror(errno));
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: fstat failed: %s", name, strerror(errno));
       return SYMMPIN_ERR_IO;
     }
-    if ((size_t)st.st_size == total) return SYMMPIN_OK;
-    if (st.st_size != 0) {
-      SYMMPIN_WARN("board %s: size %lld, expected %zu (rank counts differ)", name,
-                   (long long)st.st_size, total);
-      return SYMMPIN_ERR_DISAGREE;
-    }
+    if ((uint64_t)st.st_size >= board_ranks_offset()) return SYMMPIN_OK;
     if (board_now_ms() > deadline) {
-      SYMMPIN_WARN("board %s: creator did not size it within %u ms", name, BOARD_OPEN_WAIT_MS);
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: creator did not size it within %u ms", name,
+                   BOARD_OPEN_WAIT_MS);
       return SYMMPIN_ERR_TIMEOUT;
     }
     board_backoff(&iter);
@@ -177,13 +515,51 @@ static symmpin_status board_wait_size(int fd, const char *name, size_t total) {
 static symmpin_status board_wait_magic(struct board_hdr *h, const char *name) {
   uint64_t deadline = board_now_ms() + BOARD_OPEN_WAIT_MS;
   unsigned iter = 0;
-  while (atomic_load_explicit(&h->magic, memory_order_acquire) != BOARD_MAGIC) {
+  for (;;) {
+    uint64_t m = atomic_load_explicit(&h->magic, memory_order_acquire);
+    if (m == BOARD_MAGIC) return SYMMPIN_OK;
+    if (m != 0 && (m & ~(uint64_t)0xffff) == BOARD_MAGIC_BASE) {
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: layout version %u, this build reads version %u "
+                   "(ranks run different symmpin builds)",
+                   name, (unsigned)(m & 0xffff), BOARD_LAYOUT_VERSION);
+      return SYMMPIN_ERR_DISAGREE;
+    }
+    if (m != 0) {
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: not a symmpin board (magic %#" PRIx64 ")", name, m);
+      return SYMMPIN_ERR_INVALID;
+    }
     if (board_now_ms() > deadline) {
-      SYMMPIN_WARN("board %s: creator did not initialize it within %u ms", name,
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: creator did not initialize it within %u ms", name,
                    BOARD_OPEN_WAIT_MS);
       return SYMMPIN_ERR_TIMEOUT;
     }
     board_backoff(&iter);
+  }
+}
+
+/* Checks an initialized header against what this rank computes itself; the board's layout is
+ * this rank's from here on (nothing of the header is read again). */
+static symmpin_status board_check_header(symmpin_board *b, int fd, symmpin_comm_key key) {
+  struct board_ident seen = b->hdr->id, want;
+  board_ident_init(&want, key, b->nranks);
+  const char *what = board_ident_mismatch(&seen, &want);
+  if (what && seen.nranks != want.nranks) {
+    SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: header says %" PRIu64 " ranks, rank %d expects %d "
+                 "(ranks disagree on the communicator's size)",
+                 b->name, seen.nranks, b->rank, b->nranks);
+    return SYMMPIN_ERR_DISAGREE;
+  }
+  if (what) {
+    SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: header does not match this rank's (%s differs)",
+                 b->name, what);
+    return strcmp(what, "key") == 0 ? SYMMPIN_ERR_INVALID : SYMMPIN_ERR_DISAGREE;
+  }
+  /* The creator gave the file its full size before it set the magic. */
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != b->map_bytes) {
+    SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: file has %lld bytes, its header says %zu", b->name,
+                 (long long)st.st_size, b->map_bytes);
+    return SYMMPIN_ERR_INVALID;
   }
   return SYMMPIN_OK;
 }
@@ -199,63 +575,65 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
                  nranks, BOARD_MAX_RANKS);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
+  board_sweep();
   symmpin_board *b = calloc(1, sizeof(*b));
   if (!b) {
     SYMMPIN_WARN("board_open: out of memory (rank %d of %d)", rank, nranks);
     return SYMMPIN_ERR_NOMEM;
   }
+  b->fd = -1;
   b->rank = rank;
   b->nranks = nranks;
   b->map_bytes = board_total_bytes(nranks);
   board_name(key, b->name, sizeof(b->name));
+  struct board_proc me;
+  board_proc_self(&me);
 
   int fd = -1;
   bool creator = false;
+  void *map = MAP_FAILED;
   symmpin_status st = board_shm_open(b->name, &fd, &creator);
   if (st != SYMMPIN_OK) goto fail_free;
 
   if (creator) {
-    if (ftruncate(fd, (off_t)b->map_bytes) != 0) {
-      SYMMPIN_WARN("board %s: ftruncate(%zu) failed: %s", b->name, b->map_bytes, strerror(errno));
+    /* Header and rank records first, then the size: an opener maps only once the size covers
+     * the header. Blob areas stay sparse; each rank reserves its own as it posts. */
+    st = board_reserve(fd, b->name, 0, board_blobs_offset(nranks));
+    if (st == SYMMPIN_OK && ftruncate(fd, (off_t)b->map_bytes) != 0) {
+      SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: ftruncate(%zu) failed: %s", b->name, b->map_bytes,
+                   strerror(errno));
       st = SYMMPIN_ERR_IO;
-      shm_unlink(b->name); /* nobody can use a board of the wrong size */
-      goto fail_fd;
     }
   } else {
-    st = board_wait_size(fd, b->name, b->map_bytes);
-    if (st != SYMMPIN_OK) goto fail_fd;
+    st = board_check_file(fd, b->name);
+    if (st == SYMMPIN_OK) st = board_wait_header(fd, b->name);
   }
+  if (st != SYMMPIN_OK) goto fail_fd;
 
-  void *map = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  /* An opener maps its own idea of the size; it touches nothing past the header before the
+   * header says the file is that big. */
+  map = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {
-    SYMMPIN_WARN("board %s: mmap(%zu) failed: %s", b->name, b->map_bytes, strerror(errno));
+    SYMMPIN_WARN("board " BOARD_SHM_DIR "%s: mmap(%zu) failed: %s", b->name, b->map_bytes,
+                 strerror(errno));
     st = SYMMPIN_ERR_IO;
-    if (creator) shm_unlink(b->name);
     goto fail_fd;
   }
-  close(fd);
-  fd = -1;
   b->hdr = map;
   b->ranks = (struct board_rank *)((unsigned char *)map + board_ranks_offset());
   b->blobs = (unsigned char *)map + board_blobs_offset(nranks);
 
   if (creator) {
-    /* ftruncate gave zeroed memory: only the identity needs writing before the magic. */
-    b->hdr->key_hi = key.hi;
-    b->hdr->key_lo = key.lo;
-    b->hdr->nranks = (uint64_t)nranks;
-    b->hdr->blob_max = SYMMPIN_BOARD_BLOB_MAX;
-    b->hdr->total_bytes = b->map_bytes;
+    /* Reserved pages read as zero: only the identity needs writing before the magic. */
+    struct board_ident id;
+    board_ident_init(&id, key, nranks);
+    id.creator = me;
+    b->hdr->id = id;
     atomic_store_explicit(&b->hdr->magic, BOARD_MAGIC, memory_order_release);
   } else {
     st = board_wait_magic(b->hdr, b->name);
+    if (st == SYMMPIN_OK) st = board_check_header(b, fd, key);
     if (st != SYMMPIN_OK) goto fail_map;
-    if (b->hdr->key_hi != key.hi || b->hdr->key_lo != key.lo ||
-        b->hdr->nranks != (uint64_t)nranks || b->hdr->blob_max != SYMMPIN_BOARD_BLOB_MAX) {
-      SYMMPIN_WARN("board %s: header does not match (key, %d ranks)", b->name, nranks);
-      st = SYMMPIN_ERR_DISAGREE;
-      goto fail_map;
-    }
   }
 
   if (atomic_exchange(&b->ranks[rank].attached, 1u) != 0) {
@@ -265,6 +643,8 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
     st = SYMMPIN_ERR_INVALID;
     goto fail_map;
   }
+  b->ranks[rank].proc = me;
+  b->fd = fd;
   atomic_fetch_add(&b->hdr->live, 1u);
   if (atomic_fetch_add(&b->hdr->attached, 1u) + 1u == (uint32_t)nranks) board_unlink_once(b);
   *out = b;
@@ -273,7 +653,8 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
 fail_map:
   munmap(map, b->map_bytes);
 fail_fd:
-  if (fd >= 0) close(fd);
+  if (creator) shm_unlink(b->name); /* nobody can use a board its creator did not finish */
+  close(fd);
 fail_free:
   free(b);
   return st;
@@ -283,6 +664,7 @@ void symmpin_board_close(symmpin_board *b) {
   if (!b) return;
   if (atomic_fetch_sub(&b->hdr->live, 1u) == 1u) board_unlink_once(b);
   munmap(b->hdr, b->map_bytes);
+  close(b->fd);
   free(b);
 }
 
@@ -302,13 +684,23 @@ symmpin_status symmpin_board_post(symmpin_board *b, uint32_t round, const void *
     return SYMMPIN_ERR_INVALID;
   }
   unsigned parity = round & 1u;
-  unsigned char *area = b->blobs + ((size_t)b->rank * 2 + parity) * SYMMPIN_BOARD_BLOB_MAX;
+  size_t area_off = ((size_t)b->rank * 2 + parity) * SYMMPIN_BOARD_BLOB_MAX;
+  if (bytes > b->reserved[parity]) {
+    /* Only this rank writes its areas, so it alone knows how much of them is reserved. */
+    size_t want = board_align(bytes, BOARD_RESERVE_STEP);
+    if (want > SYMMPIN_BOARD_BLOB_MAX) want = SYMMPIN_BOARD_BLOB_MAX;
+    symmpin_status st =
+        board_reserve(b->fd, b->name, board_blobs_offset(b->nranks) + area_off, want);
+    if (st != SYMMPIN_OK) return st;
+    b->reserved[parity] = want;
+  }
+  unsigned char *area = b->blobs + area_off;
   /* Mark the area as being rewritten first, so that a reader that (against the contract) still
    * looks at round-2 gets NULL instead of a torn blob under the wrong round. */
   atomic_store_explicit(&me->area_round[parity], 0u, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
   if (bytes) memcpy(area, blob, bytes);
-  me->area_bytes[parity] = bytes;
+  atomic_store_explicit(&me->area_bytes[parity], (uint64_t)bytes, memory_order_relaxed);
   atomic_store_explicit(&me->area_round[parity], round, memory_order_release);
   atomic_store_explicit(&me->last_tid, tid, memory_order_relaxed);
   atomic_store_explicit(&me->last_round, round, memory_order_release);
@@ -358,17 +750,30 @@ const void *symmpin_board_blob(symmpin_board *b, uint32_t round, int r, size_t *
   struct board_rank *rk = &b->ranks[r];
   unsigned parity = round & 1u;
   if (atomic_load_explicit(&rk->area_round[parity], memory_order_acquire) != round) return NULL;
-  if (bytes) *bytes = rk->area_bytes[parity];
+  /* Read once, checked, and only the checked copy is handed out: a size past the area would let
+   * the caller read other ranks' areas or past the mapping. */
+  uint64_t n = atomic_load_explicit(&rk->area_bytes[parity], memory_order_relaxed);
+  if (n > SYMMPIN_BOARD_BLOB_MAX) {
+    if (!atomic_exchange(&b->warned, 1))
+      SYMMPIN_WARN("board %s: rank %d's blob of round %u claims %" PRIu64 " bytes (at most %u): "
+                   "not read",
+                   b->name, r, round, n, SYMMPIN_BOARD_BLOB_MAX);
+    return NULL;
+  }
+  if (bytes) *bytes = (size_t)n;
   return b->blobs + ((size_t)r * 2 + parity) * SYMMPIN_BOARD_BLOB_MAX;
 }
 
 /* ---- verdicts --------------------------------------------------------------------------- */
 
+/* A verdict word is (round << 32) | GO or FAIL; a word of this round holding anything else was
+ * not written by a rank (a corrupt board) and reads as FAIL, the answer that never runs a plan. */
 static symmpin_verdict board_verdict_of(uint64_t w, uint32_t round, bool *evicted) {
-  uint32_t wr = (uint32_t)(w >> 32);
+  uint32_t wr = (uint32_t)(w >> 32), wv = (uint32_t)w;
   *evicted = wr > round;
   if (wr != round) return SYMMPIN_VERDICT_NONE;
-  return (symmpin_verdict)(w & 0xffu);
+  if (wv != SYMMPIN_VERDICT_GO && wv != SYMMPIN_VERDICT_FAIL) return SYMMPIN_VERDICT_FAIL;
+  return (symmpin_verdict)wv;
 }
 
 symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_verdict proposal) {

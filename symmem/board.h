@@ -14,7 +14,12 @@
  * Rounds: an agreement is a sequence of numbered rounds. In round k every rank posts one blob
  * (up to SYMMPIN_BOARD_BLOB_MAX bytes); a rank reads all blobs of round k once all have posted.
  * A verdict per round is decided once, by compare-and-swap, so that a rank that gives up (timeout)
- * and a rank that saw everything can never conclude differently. */
+ * and a rank that saw everything can never conclude differently.
+ *
+ * Trust: /dev/shm is shared by all users of the host. A board is a regular file of this process's
+ * euid with mode 0600 or it is not used, and nothing read from it is used unchecked (see open and
+ * blob). Keys must not be guessable by other users (a name they create first is refused, which
+ * keeps that communicator on NCCL). */
 #ifndef SYMMPIN_SYMMEM_BOARD_H
 #define SYMMPIN_SYMMEM_BOARD_H
 
@@ -41,14 +46,31 @@ typedef enum symmpin_verdict {
  * communicators with one key). Returns SYMMPIN_ERR_UNSUPPORTED for more ranks than a host holds.
  * The shared-memory name is unlinked as soon as all nranks have attached, so nothing is left in
  * /dev/shm after a job, even one that crashes later; a board that never gets complete (ranks on
- * other hosts) is unlinked when its last local rank closes it. */
+ * other hosts) is unlinked when its last local rank closes it.
+ *
+ * The creator makes the object with O_CREAT|O_EXCL, mode exactly 0600, and reserves its header
+ * and rank records with posix_fallocate. Every failure is logged once (WARN, naming the path) and
+ * means "keep this communicator on NCCL":
+ *   SYMMPIN_ERR_INVALID   the name exists but is not this euid's regular file with mode 0600 (a
+ *                         symbolic link, another user's file, group/other bits), or its header
+ *                         is not a symmpin board of this key;
+ *   SYMMPIN_ERR_DISAGREE  the header is a board of another rank count, blob size, layout or
+ *                         layout version (ranks disagree on the communicator or run different
+ *                         builds);
+ *   SYMMPIN_ERR_IO        shm_open, mmap, or reserving memory failed (/dev/shm full);
+ *   SYMMPIN_ERR_UNSUPPORTED  posix_fallocate is not supported there (INFO, not WARN).
+ * The first open of a process also removes boards of this euid left in /dev/shm by jobs that
+ * died (every process recorded in them, creator and attached ranks, is gone: pid, start time and
+ * pid namespace compared through /proc); bounded, never following links. */
 symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, symmpin_board **out);
 void symmpin_board_close(symmpin_board *b);
 
 /* Post this rank's blob for `round` (rounds count from 1 and must increase per rank; posting
  * round k makes the blob of round k-1 reusable). `tid` is the posting thread (any nonzero id that
  * is unique per thread on the host; 0 = unknown), so that a reader can tell that waiting for a
- * peer driven by its own thread would deadlock. */
+ * peer driven by its own thread would deadlock. The rank's blob areas are reserved as posts grow
+ * (posix_fallocate, 64 KiB steps): SYMMPIN_ERR_IO with a WARN when /dev/shm is full, nothing
+ * posted. */
 symmpin_status symmpin_board_post(symmpin_board *b, uint32_t round, const void *blob, size_t bytes,
                                   uint64_t tid);
 
@@ -63,12 +85,15 @@ bool symmpin_board_round_complete(symmpin_board *b, uint32_t round);
 symmpin_status symmpin_board_wait(symmpin_board *b, uint32_t round, unsigned timeout_ms,
                                   uint64_t my_tid, int *missing);
 
-/* Rank r's blob of `round` (valid until r posts round+1). NULL if r has not posted it. */
+/* Rank r's blob of `round` (valid until r posts round+1). NULL if r has not posted it, or if its
+ * recorded size is more than SYMMPIN_BOARD_BLOB_MAX (a corrupt board; WARN once per board). The
+ * contents are the peer's: the caller checks what it reads. */
 const void *symmpin_board_blob(symmpin_board *b, uint32_t round, int r, size_t *bytes);
 
 /* Decide `round` once for all ranks: returns the verdict that stands (the proposed one if this
  * call decided, the earlier one otherwise). `proposal` is GO or FAIL. Verdicts are kept for the
- * last 1024 rounds; an older round reads as FAIL. */
+ * last 1024 rounds; an older round reads as FAIL, and so does a verdict word of this round that
+ * holds neither GO nor FAIL. */
 symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_verdict proposal);
 symmpin_verdict symmpin_board_verdict(symmpin_board *b, uint32_t round);
 
