@@ -55,6 +55,9 @@ REAL(ncclCommFinalize);
 REAL(ncclGroupStart);
 REAL(ncclGroupEnd);
 REAL(ncclAllReduce);
+REAL(ncclCommGetAsyncError);
+
+_Static_assert(SYMMPIN_NCCL_REMOTE_ERROR == (int)ncclRemoteError, "ncclRemoteError");
 
 /* The communicator key of an init: the unique ids every rank passed (common/commkey.h). */
 static void key_of_ids(const ncclUniqueId *ids, int n, uint64_t *hi, uint64_t *lo) {
@@ -231,6 +234,22 @@ SYMMPIN_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 SYMMPIN_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return comm_end(&real_ncclCommFinalize, SYMMPIN_COMM_FINALIZE, comm);
+}
+
+/* PyTorch's watchdog (and any careful program) polls this: when NCCL itself reports nothing, the
+ * error symmpin holds for the communicator (a symmpin kernel gave up) is reported instead. */
+SYMMPIN_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  ncclResult_t (*real)(ncclComm_t, ncclResult_t *) = symmpin_real_get(&real_ncclCommGetAsyncError);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  ncclResult_t rc = real(comm, asyncError);
+  if (symmpin_wrap_bypass()) return rc;
+  if (rc == ncclSuccess && asyncError && *asyncError == ncclSuccess) {
+    symmpin_guard_enter();
+    int mine = symmpin_event_comm_async_error(comm);
+    symmpin_guard_leave();
+    if (mine) *asyncError = (ncclResult_t)mine;
+  }
+  return rc;
 }
 
 SYMMPIN_EXPORT ncclResult_t ncclGroupStart(void) {

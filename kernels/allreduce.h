@@ -59,9 +59,14 @@ typedef enum symmpin_kernel_input {
 /* Where a kernel reports a wait that lasted longer than the timeout. Host-mapped memory
  * (cudaHostAlloc ... cudaHostAllocMapped) so the host can read it without synchronizing. */
 typedef struct symmpin_kernel_error {
-  volatile uint32_t timed_out; /* 0, or 1 once a block gave up waiting */
+  volatile uint32_t timed_out; /* 0, or 1 once a block gave up waiting (deadline or abort) */
   volatile int32_t peer;       /* the rank it waited for */
   volatile uint64_t site;      /* the call site of the call that waited */
+  /* Written by the host, read by waiting kernels: nonzero makes every wait give up (the
+   * communicator is being aborted). Kernels look at it only once a wait has lasted about a
+   * millisecond, so it costs nothing when peers are on time. */
+  volatile uint32_t abort;
+  volatile uint32_t aborted;   /* 1 once a wait gave up because of `abort` */
 } symmpin_kernel_error;
 
 typedef struct symmpin_kernel_call {

@@ -343,13 +343,16 @@ __device__ __forceinline__ void epochs_advance(const Params &P, uint32_t seq) {
 __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t seq) {
   uint32_t *last = (uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_TIMEOUT_OFFSET);
   if (atomicExch(last, seq) == seq) return;
+  bool aborted = P.error && P.error->abort;
   if (P.error) {
     P.error->peer = peer;
     P.error->site = P.site;
+    if (aborted) P.error->aborted = 1;
     __threadfence_system();
     P.error->timed_out = 1;
     __threadfence_system();
   }
+  if (aborted) return; /* the program is aborting the communicator: no news */
   /* Device printf, not common/log.h: the logger is host code and this runs on the GPU. It is the
    * only trace of a timeout when the caller passed no error record (or reads it only later); the
    * CUDA runtime copies the line to stdout at the next synchronization. The host side reports
@@ -359,8 +362,17 @@ __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t 
          P.rank, peer, (unsigned long long)P.site, seq);
 }
 
+/* Whether a wait that began at `start` gives up now: past the deadline (0 = none: a late peer is
+ * only late), or the host asked to abort. The abort word is host memory (a PCIe read), so it is
+ * read only once the wait has lasted kAbortPollCycles: waits for peers that are on time never
+ * read it. */
+constexpr uint64_t kAbortPollCycles = 2000000; /* ~1 ms at H200 clocks */
+
 __device__ __forceinline__ bool expired(const Params &P, long long start) {
-  return P.timeout != 0 && (uint64_t)(clock64() - start) > P.timeout;
+  uint64_t waited = (uint64_t)(clock64() - start);
+  if (waited < kAbortPollCycles) return false;
+  if (P.timeout != 0 && waited > P.timeout) return true;
+  return P.error && P.error->abort;
 }
 
 /* Block-level barrier across ranks for this block index: thread s signals rank s and waits for

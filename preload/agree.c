@@ -170,6 +170,7 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
     symmpin_status st = symmpin_board_wait(a->board, round, WAIT_SLICE_MS, thread_id(), &missing);
     if (st == SYMMPIN_OK) return true;
     if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
+    if (a->p.aborting && atomic_load(a->p.aborting)) return false; /* ncclCommAbort: no waiting */
     if (st == SYMMPIN_ERR_DISAGREE) {
       SYMMPIN_INFO("comm %d rank %d: rank %d is driven by this thread and has not reached this "
                    "point of the agreement (round %u): not waiting", a->p.comm, a->p.rank, missing,

@@ -22,6 +22,7 @@
 #ifndef SYMMPIN_PRELOAD_AGREE_H
 #define SYMMPIN_PRELOAD_AGREE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,7 @@ typedef struct symmpin_agree_params {
   symmpin_plan_mode mode;
   uint64_t max_bytes;   /* SYMMPIN_MAX_BYTES */
   uint64_t timeout_ms;  /* longest wait for a peer's post */
+  const _Atomic int *aborting; /* may be NULL; nonzero: every wait gives up at once (abort) */
   symmpin_agree_ops ops;
 } symmpin_agree_params;
 

@@ -6,6 +6,7 @@
 #define SYMMPIN_PRELOAD_COMM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -34,6 +35,13 @@ typedef struct symmpin_comm {
   int nstreams;
   struct symmpin_engine_comm *engine; /* NULL until the engine attaches state */
   struct symmpin_stats_comm *stats;   /* NULL when statistics are off */
+  /* Read and written without the lock (an abort must not wait behind a thread that holds it): */
+  _Atomic int aborting;               /* ncclCommAbort is under way: every wait gives up */
+  _Atomic int async_error;            /* the ncclResult_t of a failure symmpin could not hide
+                                         (a kernel gave up waiting): reported by
+                                         ncclCommGetAsyncError and every later all-reduce */
+  _Atomic(volatile uint32_t *) kernel_abort;        /* host word the kernels poll (engine) */
+  _Atomic(const volatile uint32_t *) kernel_failed; /* host word a kernel sets on giving up */
 } symmpin_comm;
 
 /* Stream ordinal of `stream` on comm c (assigning the next one on first use); -1 when the table

@@ -54,8 +54,14 @@ static const symmpin_config_var vars[] = {
      "site)",
      OFF(planner), 0, 0, symmpin_plan_mode_names},
     {"SYMMPIN_TIMEOUT_MS", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_AGREE_TIMEOUT_MS_DEFAULT),
-     "longest wait for peers during agreement and in kernels' barriers, in milliseconds",
+     "longest wait for a peer's post during a plan agreement, in milliseconds (then that epoch "
+     "stays on NCCL)",
      OFF(timeout_ms), 1, 3600000, NULL},
+    {"SYMMPIN_KERNEL_TIMEOUT_MS", SYMMPIN_CONFIG_UINT, "0",
+     "longest wait of a symmpin kernel for a peer, in milliseconds; 0 (default): no deadline, a "
+     "late peer is only late, as with NCCL. When it expires the communicator enters an error "
+     "state that ncclCommGetAsyncError and every later all-reduce report",
+     OFF(kernel_timeout_ms), 0, 3600000, NULL},
     {"SYMMPIN_STACK_DEPTH", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_STACK_DEPTH_DEFAULT),
      "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
      "docs/callsite.md)",

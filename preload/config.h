@@ -28,7 +28,8 @@ typedef struct symmpin_config {
   uint64_t warmup;                           /* SYMMPIN_WARMUP: all-reduce calls per comm */
   uint64_t max_bytes;                        /* SYMMPIN_MAX_BYTES */
   symmpin_plan_mode planner;                 /* SYMMPIN_PLANNER */
-  uint64_t timeout_ms;                       /* SYMMPIN_TIMEOUT_MS */
+  uint64_t timeout_ms;                       /* SYMMPIN_TIMEOUT_MS: the agreement's waits */
+  uint64_t kernel_timeout_ms;                /* SYMMPIN_KERNEL_TIMEOUT_MS: 0 = no deadline */
   int stack_depth;                           /* SYMMPIN_STACK_DEPTH */
 } symmpin_config;
 

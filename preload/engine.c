@@ -86,10 +86,14 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
     return SYMMPIN_ERR_CUDA;
   }
   memset((void *)e->err_host, 0, sizeof *e->err_host);
+  /* What an abort sets and what the async-error query reads, without the communicator's lock. */
+  atomic_store(&c->kernel_abort, &e->err_host->abort);
+  atomic_store(&c->kernel_failed, &e->err_host->timed_out);
+  if (atomic_load(&c->aborting)) e->err_host->abort = 1;
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device) != cudaSuccess || khz <= 0)
     khz = 2000000; /* H100/H200 boost clock, kHz */
-  e->timeout_cycles = symmpin_config_get()->timeout_ms * (uint64_t)khz;
+  e->timeout_cycles = symmpin_config_get()->kernel_timeout_ms * (uint64_t)khz; /* 0: no deadline */
   return SYMMPIN_OK;
 }
 
@@ -176,7 +180,7 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   symmpin_agree_params p = {
       .key = c->key, .comm = c->ordinal, .rank = c->rank, .nranks = c->nranks,
       .warmup = (uint32_t)cfg->warmup, .mode = cfg->planner, .max_bytes = cfg->max_bytes,
-      .timeout_ms = cfg->timeout_ms,
+      .timeout_ms = cfg->timeout_ms, .aborting = &c->aborting,
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
               .reserve = op_reserve, .attach = op_attach, .settle = op_settle},
   };
@@ -228,12 +232,19 @@ static symmpin_reason stop_reason(symmpin_agree_stop s) {
 }
 
 static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e) {
-  if (e->timeout_reported || !e->err_host || !e->err_host->timed_out) return;
+  if (e->timeout_reported || !e->err_host || !e->err_host->timed_out || e->err_host->aborted)
+    return;
   e->timeout_reported = true;
   SYMMPIN_WARN("comm %d rank %d: an all-reduce at site %016llx gave up waiting for rank %d after "
-               "SYMMPIN_TIMEOUT_MS; its result is wrong. The ranks called different all-reduces "
-               "at that point, or rank %d stopped.", c->ordinal, c->rank,
-               (unsigned long long)e->err_host->site, (int)e->err_host->peer, (int)e->err_host->peer);
+               "SYMMPIN_KERNEL_TIMEOUT_MS; its result is wrong, so this communicator is now in "
+               "error (ncclCommGetAsyncError and every later all-reduce report ncclRemoteError). "
+               "The ranks called different all-reduces at that point, or rank %d stopped.",
+               c->ordinal, c->rank, (unsigned long long)e->err_host->site,
+               (int)e->err_host->peer, (int)e->err_host->peer);
+}
+
+void symmpin_engine_comm_report_failure(symmpin_comm *c) {
+  if (c->engine) report_kernel_timeout(c, c->engine);
 }
 
 static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
@@ -292,7 +303,6 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
     return false;
   }
-  report_kernel_timeout(c, e);
   const symmpin_plan_site *slot = NULL;
   *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot));
   if (*reason != SYMMPIN_REASON_NONE) {
@@ -327,8 +337,10 @@ static void engine_free_host(struct symmpin_engine_comm *e) {
   free(e);
 }
 
-/* ncclCommAbort: recovery from stuck kernels. No barrier and no CUDA call (a device sync would
- * wait for the very kernels being abandoned): the device memory is left to process exit. */
+/* ncclCommAbort: recovery from stuck kernels, which the abort word (set before the lock was taken,
+ * preload.c) has already told to give up. No barrier and no CUDA call (a device sync would wait
+ * for the very kernels being abandoned): the device memory and the host-mapped error record
+ * (which a kernel may still be reading) are left to process exit. */
 void symmpin_engine_comm_abandon(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;

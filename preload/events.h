@@ -55,6 +55,14 @@ typedef enum symmpin_comm_end {
 void symmpin_event_comm_end(symmpin_comm_end call, void *comm);
 void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc);
 
+/* The ncclResult_t symmpin reports for a kernel that gave up waiting for a peer: ncclRemoteError
+ * (interpose/nccl_wrap.c checks the number against nccl.h). */
+#define SYMMPIN_NCCL_REMOTE_ERROR 6
+
+/* ncclCommGetAsyncError: the error symmpin holds for `comm` (an ncclResult_t; 0 = none), which
+ * the wrapper reports when NCCL itself reports none. */
+int symmpin_event_comm_async_error(void *comm);
+
 /* Group depth per thread. symmpin launches its kernels at the call, also inside a group: the
  * calls of one group may not depend on each other, so launching early changes no result, and each
  * rank's kernel waits only for its peers' symmpin kernels, never for NCCL's. */

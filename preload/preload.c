@@ -243,6 +243,13 @@ void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
   pending_end = NULL;
   if (!symmpin_events_enabled()) return;
   symmpin_comm *c = symmpin_comm_find(comm);
+  if (c && call == SYMMPIN_COMM_ABORT) {
+    /* First, without the lock (a thread blocked in symmpin may hold it): every symmpin wait of
+     * this communicator, on the host and in the kernels, gives up now. */
+    atomic_store(&c->aborting, 1);
+    volatile uint32_t *kernels = atomic_load(&c->kernel_abort);
+    if (kernels) *kernels = 1;
+  }
   if (c) {
     /* Before the real call: the engine may still need the communicator's device and streams. */
     pthread_mutex_lock(&c->lock);
@@ -273,6 +280,18 @@ void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc) {
   }
   /* Finalize leaves the handle valid (ncclCommDestroy follows); destroy and abort end it. */
   if (c && call != SYMMPIN_COMM_FINALIZE) symmpin_comm_unregister(c);
+}
+
+int symmpin_event_comm_async_error(void *comm) {
+  if (!symmpin_events_enabled()) return 0;
+  symmpin_comm *c = symmpin_comm_find(comm);
+  if (!c) return 0;
+  const volatile uint32_t *failed = atomic_load(&c->kernel_failed);
+  if (failed && *failed && !atomic_load(&c->aborting)) {
+    int none = 0;
+    atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
+  }
+  return atomic_load(&c->async_error);
 }
 
 /* ---- groups ---- */
@@ -376,6 +395,18 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
       note_rank(r);
       SYMMPIN_INFO("comm %p (ordinal %d): rank %d/%d", cm->handle, cm->ordinal, r, n);
     }
+  }
+  int failed = symmpin_event_comm_async_error(cm->handle);
+  if (failed) {
+    /* A symmpin kernel of this communicator gave up (its result was wrong, and the ranks' calls
+     * may no longer pair up): every later all-reduce reports the error instead of running. */
+    symmpin_engine_comm_report_failure(cm);
+    pthread_mutex_unlock(&cm->lock);
+    *rc = failed;
+    p->reason = SYMMPIN_REASON_ERROR;
+    allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
+    p->call = NULL;
+    return true;
   }
   cm->allreduces++;
   p->ec.stream_ord = symmpin_comm_stream_ordinal(cm, c->stream);

@@ -127,6 +127,7 @@ typedef struct world {
   uint64_t stop_after[MAX_TEST_RANKS]; /* rank r makes no calls after this one (0 = all) */
   unsigned start_delay_ms[MAX_TEST_RANKS];
   _Atomic int release;
+  _Atomic int aborting;
   _Atomic uint64_t progress[MAX_TEST_RANKS]; /* calls completed */
 } world;
 
@@ -189,6 +190,7 @@ static symmpin_agree *open_rank(world *w, int rank) {
   symmpin_agree_params p = {
       .key = w->key, .comm = 0, .rank = rank, .nranks = w->nranks, .warmup = w->warmup,
       .mode = SYMMPIN_PLAN_SHARED, .max_bytes = 2u << 20, .timeout_ms = w->timeout_ms,
+      .aborting = &w->aborting,
       .ops = {.ctx = &w->fakes[rank], .gpu_facts = fake_facts, .check_peers = fake_check_peers,
               .reserve = fake_reserve, .attach = fake_attach, .settle = fake_settle,
               .gave_up = fake_gave_up},
@@ -389,4 +391,27 @@ ParameterizedTest(int *offset, agree, capture_during_the_agreement, .timeout = 6
   for (int k = 0; k < 2; k++)
     cr_assert_eq(W.fakes[k].settled_while_capturing, 0, "rank %d touched its pool in a capture", k);
   if (*offset == 3) cr_assert_eq(W.fakes[0].rollbacks, 1, "the deferred rollback happened");
+}
+
+/* ncclCommAbort while a rank waits for a peer that never comes: the wait gives up at once (the
+ * abort must not sit behind a long SYMMPIN_TIMEOUT_MS while this thread holds the lock). */
+static void *abort_soon(void *arg) {
+  world *w = arg;
+  usleep(200 * 1000);
+  atomic_store(&w->aborting, 1);
+  return NULL;
+}
+
+Test(agree, an_abort_ends_a_wait_at_once, .timeout = 60) {
+  world_init(&W, 2, 64, 20000);
+  world_loop(&W, 4, 40);
+  W.stop_after[1] = 10; /* rank 1 never posts its record */
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, abort_soon, &W), 0);
+  uint64_t t0 = now_ms();
+  world_run(&W);
+  uint64_t took = now_ms() - t0;
+  pthread_join(t, NULL);
+  cr_assert_lt(took, 5000, "took %llu ms with a 20 s agreement timeout", (unsigned long long)took);
+  cr_assert(!W.has_plan[0]);
 }

@@ -3,6 +3,7 @@
  * ordinals, the engine's inputs, the trace events produced and the statistics. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,4 +333,76 @@ Test(events, forked_child_touches_nothing_of_the_parent) {
   cr_assert_not_null(symmpin_comm_find((void *)0xc0ffee));
   symmpin_preload_exit();
   cr_assert_eq(stand_in_releases, 1);
+}
+
+/* A symmpin kernel that gave up (the word a kernel sets in the host-mapped error record, faked
+ * here) puts the communicator in error: ncclCommGetAsyncError reports ncclRemoteError and every
+ * later all-reduce returns it without running anything, the failure logged once by the engine. An
+ * abort the program asked for is not such an error. */
+Test(events, a_kernel_that_gave_up_is_an_error_the_program_sees) {
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe1, 3, 4, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find((void *)0xe1);
+  cr_assert_not_null(c);
+  cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), 0);
+  static volatile uint32_t gave_up;
+  atomic_store(&c->kernel_failed, &gave_up);
+  cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), 0, "nothing failed yet");
+  stand_in_take_count = 8;
+  int rc = -1;
+  symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7,
+                                 .comm = (void *)0xe1, .stack = 1};
+  cr_assert(symmpin_event_allreduce(&call, &rc));
+  cr_assert_eq(rc, 0);
+  uint64_t calls_before = c->allreduces;
+  gave_up = 1;
+  cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), SYMMPIN_NCCL_REMOTE_ERROR);
+  call.count = 4; /* a call the (stand-in) engine would leave to NCCL: it must not run either */
+  rc = -1;
+  cr_assert(symmpin_event_allreduce(&call, &rc), "taken: NCCL must not pair it with a peer's");
+  cr_assert_eq(rc, SYMMPIN_NCCL_REMOTE_ERROR);
+  cr_assert_eq(c->allreduces, calls_before, "the engine never saw it");
+  cr_assert_eq(stand_in_failure_reports, 1);
+  gave_up = 0; /* sticky: the error stays */
+  cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), SYMMPIN_NCCL_REMOTE_ERROR);
+}
+
+Test(events, an_abort_is_not_reported_as_an_error) {
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe2, 5, 6, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find((void *)0xe2);
+  static volatile uint32_t gave_up = 1;
+  atomic_store(&c->kernel_failed, &gave_up);
+  atomic_store(&c->aborting, 1);
+  cr_assert_eq(symmpin_event_comm_async_error((void *)0xe2), 0);
+}
+
+static void *hold_lock(void *arg) {
+  symmpin_comm *c = arg;
+  pthread_mutex_lock(&c->lock);
+  usleep(300 * 1000); /* a thread stuck inside symmpin */
+  pthread_mutex_unlock(&c->lock);
+  return NULL;
+}
+
+static void *abort_comm(void *arg) {
+  symmpin_event_comm_end(SYMMPIN_COMM_ABORT, arg);
+  return NULL;
+}
+
+/* ncclCommAbort tells the kernels to stop before it waits for the communicator's lock, which a
+ * thread blocked inside symmpin may hold. */
+Test(events, abort_reaches_the_kernels_without_the_lock) {
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe3, 7, 8, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find((void *)0xe3);
+  static volatile uint32_t kernel_word;
+  atomic_store(&c->kernel_abort, &kernel_word);
+  pthread_t holder, aborter;
+  cr_assert_eq(pthread_create(&holder, NULL, hold_lock, c), 0);
+  usleep(50 * 1000);
+  cr_assert_eq(pthread_create(&aborter, NULL, abort_comm, (void *)0xe3), 0);
+  for (int i = 0; i < 100 && !kernel_word; i++) usleep(1000);
+  cr_assert_eq(kernel_word, 1, "the kernels were told while another thread held the lock");
+  cr_assert(atomic_load(&c->aborting));
+  pthread_join(holder, NULL);
+  pthread_join(aborter, NULL);
+  cr_assert_eq(stand_in_releases, 1, "then the engine state was abandoned");
 }
