@@ -85,6 +85,10 @@ s_two_streams() { # break the warm-up's stream pattern: exact results, and the g
   echo "calls the stream guard sent to NCCL: $n"
   [ "$n" -gt 0 ]
 }
+s_straggler() { # a peer 12 s late (longer than the old 10 s kernel deadline): the right result
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  compare_runs app-straggler '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --straggle 12000
+}
 s_ddp() {
   compare_runs ddp '^DDP|^step' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py
 }
@@ -113,7 +117,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams ddp tp dedicated bench speed)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler ddp tp dedicated bench speed)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done

@@ -66,8 +66,9 @@ static int nops_total;
 static struct {
   const char *mode;
   int nranks, iters;
+  long straggle_ms; /* --straggle: rank 0 sleeps this long before one all-reduce mid-run */
   bool diverge, bench, quiet, two_streams;
-} opt = {"procs", 0, 6, false, false, false, false};
+} opt = {.mode = "procs", .iters = 6};
 
 static void build_ops(void) {
   int k = 0;
@@ -335,6 +336,9 @@ static void rank_run_checks(rank_ctx *c) {
         continue;
       }
       op_start(c, k, it);
+      /* A straggler (a checkpoint, a slow data loader): the peers' kernels wait for it. */
+      if (opt.straggle_ms && c->rank == 0 && it == opt.iters / 2 && k == 0)
+        usleep((useconds_t)opt.straggle_ms * 1000);
       op_call(c, k, it);
       op_finish(c, k, it);
     }
@@ -480,12 +484,12 @@ static int run_procs(char **argv) {
   pid_t pids[MAX_RANKS];
   char outs[MAX_RANKS][64];
   for (int r = 0; r < opt.nranks; r++) {
-    char rs[16], ns[16], its[16];
+    char rs[16], ns[16], its[16], sts[24];
     snprintf(rs, sizeof rs, "%d", r);
     snprintf(ns, sizeof ns, "%d", opt.nranks);
     snprintf(its, sizeof its, "%d", opt.iters);
     snprintf(outs[r], sizeof outs[r], "/tmp/symmpin-app.%d.%d.out", (int)getpid(), r);
-    char *args[16];
+    char *args[20];
     int a = 0;
     args[a++] = argv[0];
     args[a++] = "--child"; args[a++] = rs;
@@ -496,6 +500,8 @@ static int run_procs(char **argv) {
     if (opt.bench) args[a++] = "--bench";
     if (opt.quiet) args[a++] = "--quiet";
     if (opt.two_streams) args[a++] = "--two-streams";
+    snprintf(sts, sizeof sts, "%ld", opt.straggle_ms);
+    if (opt.straggle_ms) args[a++] = "--straggle", args[a++] = sts;
     args[a] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -611,7 +617,7 @@ static int run_single(int ngpus) {
 
 static void usage(void) {
   printf("usage: " PROG " [--mode procs|threads|single] [--ranks N] [--iters K] [--diverge]\n"
-         "                   [--two-streams] [--bench] [--quiet]\n"
+         "                   [--two-streams] [--straggle MS] [--bench] [--quiet]\n"
          "An ordinary NCCL program (all-reduces of every datatype and op, checked exactly) to run\n"
          "with and without LD_PRELOAD=libsymmpin.so. Last line: '" PROG ": N passed, M failed'.\n"
          "  --mode M        procs (one process per GPU, default), threads (one thread per GPU) or\n"
@@ -620,6 +626,8 @@ static void usage(void) {
          "  --iters K       iterations of all datatypes and ops (default 6)\n"
          "  --diverge       odd ranks reach some all-reduces from other call sites\n"
          "  --two-streams   in the second half, pairs of all-reduces on two streams at once\n"
+         "  --straggle MS   rank 0 sleeps MS ms before one all-reduce half-way through (a slow\n"
+         "                  peer: the others must wait for it and get the right result)\n"
          "  --bench         time bf16 sums of 1K..1M instead (eager and graph; procs or single)\n"
          "  --quiet         no message per wrong element\n"
          "  -h, --help      this text\n"
@@ -635,6 +643,7 @@ enum {
   OPT_BENCH,
   OPT_QUIET,
   OPT_TWO_STREAMS,
+  OPT_STRAGGLE,
   OPT_VERSION,
   OPT_CHILD, /* internal: --child RANK --uid HEX, added by --mode procs */
   OPT_UID,
@@ -648,6 +657,7 @@ static const struct option longopts[] = {
     {"bench", no_argument, NULL, OPT_BENCH},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"two-streams", no_argument, NULL, OPT_TWO_STREAMS},
+    {"straggle", required_argument, NULL, OPT_STRAGGLE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"child", required_argument, NULL, OPT_CHILD},
@@ -683,6 +693,11 @@ int main(int argc, char **argv) {
     case OPT_BENCH: opt.bench = true; break;
     case OPT_QUIET: opt.quiet = true; break;
     case OPT_TWO_STREAMS: opt.two_streams = true; break;
+    case OPT_STRAGGLE:
+      if (!symmpin_test_parse_int(optarg, 0, 600000, &v))
+        return symmpin_test_usage_error(PROG, "--straggle must be 0..600000 (ms)");
+      opt.straggle_ms = v;
+      break;
     case OPT_CHILD:
       if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
         return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);

@@ -270,6 +270,10 @@ static symmpin_kernel_call make_call(int r, int slot, size_t count, int d, int o
 }
 
 /* Wait for every rank's streams; false if they did not finish within `seconds` (a hang). */
+static double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 static bool sync_all(double seconds) {
   auto t0 = std::chrono::steady_clock::now();
   for (;;) {
@@ -769,6 +773,58 @@ static void test_timeout() {
   fflush(stdout);
 }
 
+/* ---------------------------------------------------------------- abort */
+
+/* No deadline (a late peer is only late), but the host's abort word stops every waiting kernel
+ * promptly: what ncclCommAbort relies on. N-1 ranks launch, the last never does. */
+static void test_abort() {
+  int p0 = g_passed, f0 = g_failed;
+  if (N < 2) {
+    printf("abort: skipped (needs 2+ ranks)\n");
+    return;
+  }
+  const int slots[3] = {SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY};
+  const symmpin_kernel_input inputs[3] = {SYMMPIN_INPUT_STAGED, SYMMPIN_INPUT_IN_SLOT,
+                                          SYMMPIN_INPUT_STAGED};
+  const size_t counts[3] = {1000, 1000, (size_t)(512u << 10) / N / 4 + 100};
+  const char *names[3] = {"LL", "in-slot", "copy"};
+  for (int t = 0; t < 3; t++) {
+    clear_errors();
+    for (int r = 0; r < N - 1; r++) {
+      set_dev(r);
+      symmpin_kernel_call c = make_call(r, slots[t], counts[t], SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                         inputs[t], R[r].bufA + kGuard, R[r].bufB + kGuard, 0xab);
+      c.timeout_cycles = 0; /* no deadline */
+      check(symmpin_kernel_launch(&c, R[r].s[0]) == SYMMPIN_OK, "abort %s: launch", names[t]);
+    }
+    usleep(300 * 1000);
+    bool waiting = true;
+    for (int r = 0; r < N - 1; r++) waiting &= cudaStreamQuery(R[r].s[0]) == cudaErrorNotReady;
+    check(waiting, "abort %s: without a deadline the kernels still wait after 300 ms", names[t]);
+    for (int r = 0; r < N - 1; r++) R[r].err->abort = 1;
+    double t0 = now_s();
+    if (!sync_all(20.0)) {
+      check(false, "abort %s: kernels did not stop (hang)", names[t]);
+      printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+      fflush(stdout);
+      _exit(1);
+    }
+    check(now_s() - t0 < 1.0, "abort %s: kernels stopped within a second (%.3f s)", names[t],
+          now_s() - t0);
+    for (int r = 0; r < N - 1; r++)
+      check(R[r].err->timed_out == 1 && R[r].err->aborted == 1,
+            "abort %s: rank %d recorded timed_out %u aborted %u", names[t], r,
+            (unsigned)R[r].err->timed_out, (unsigned)R[r].err->aborted);
+    check(cudaGetLastError() == cudaSuccess, "abort %s: no CUDA error left behind", names[t]);
+  }
+  clear_errors();
+  Case c = {SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, SYMMPIN_INPUT_STAGED, false, 0, 0};
+  run_case(c, 0x6100);
+  printf("abort (N-1 ranks, no deadline, LL/in-slot/copy): %d passed, %d failed\n",
+         g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
 /* ---------------------------------------------------------------- API checks */
 
 static void test_api() {
@@ -962,6 +1018,7 @@ int main(int argc, char **argv) {
   test_graph(small ? 3 : 100);
   test_streams(small ? 10 : 200);
   test_timeout();
+  test_abort();
 
   printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
   return g_failed ? 1 : 0;
