@@ -89,6 +89,18 @@ s_straggler() { # a peer 12 s late (longer than the old 10 s kernel deadline): t
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
   compare_runs app-straggler '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --straggle 12000
 }
+s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
+  # a silent result: the app stops on the NCCL error, and the log names the site and the peer
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  local log="$OUT/logs/app-deadline.out"
+  # A rank that stopped on the error leaves its peer in NCCL (as NCCL alone would): bounded here.
+  SYMMPIN_KERNEL_TIMEOUT_MS=2000 timeout -s KILL 60 "$SHELL" -c 'LD_PRELOAD=$0 "$@"' "$LIB" \
+    "$B/tests/apps/symmpin-app" --mode procs --straggle 5000 >"$log" 2>&1
+  local rc=$?
+  pkill -9 -f "tests/apps/symmpin-app" 2>/dev/null || true
+  grep -E "gave up waiting|ncclRemoteError|remote|FATAL|failed" "$log" | head -n 12
+  [ $rc -ne 0 ] && grep -q "gave up waiting for rank" "$log" && grep -q "FATAL" "$log"
+}
 s_ddp() {
   compare_runs ddp '^DDP|^step' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py
 }
@@ -117,7 +129,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler ddp tp dedicated bench speed)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline ddp tp dedicated bench speed)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done
