@@ -94,7 +94,7 @@ s_deadline() { # with a kernel deadline, a peer later than it is an error the pr
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
   local log="$OUT/logs/app-deadline.out"
   # A rank that stopped on the error leaves its peer in NCCL (as NCCL alone would): bounded here.
-  SYMMPIN_KERNEL_TIMEOUT_MS=2000 timeout -s KILL 60 "$SHELL" -c 'LD_PRELOAD=$0 "$@"' "$LIB" \
+  SYMMPIN_KERNEL_TIMEOUT_MS=2000 timeout -s KILL 60 bash -c 'LD_PRELOAD=$0 "$@"' "$LIB" \
     "$B/tests/apps/symmpin-app" --mode procs --straggle 5000 >"$log" 2>&1
   local rc=$?
   pkill -9 -f "tests/apps/symmpin-app" 2>/dev/null || true
