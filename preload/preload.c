@@ -282,16 +282,21 @@ void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc) {
   if (c && call != SYMMPIN_COMM_FINALIZE) symmpin_comm_unregister(c);
 }
 
-int symmpin_event_comm_async_error(void *comm) {
-  if (!symmpin_events_enabled()) return 0;
-  symmpin_comm *c = symmpin_comm_find(comm);
-  if (!c) return 0;
-  const volatile uint32_t *failed = atomic_load(&c->kernel_failed);
+/* The error symmpin holds for c (0 = none); sticky once set. Lock-free: one atomic load when the
+ * engine has no kernels yet, two more otherwise (it is on every all-reduce's path). */
+static int comm_async_error(symmpin_comm *c) {
+  const volatile uint32_t *failed = atomic_load_explicit(&c->kernel_failed, memory_order_acquire);
   if (failed && *failed && !atomic_load(&c->aborting)) {
     int none = 0;
     atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
   }
   return atomic_load(&c->async_error);
+}
+
+int symmpin_event_comm_async_error(void *comm) {
+  if (!symmpin_events_enabled()) return 0;
+  symmpin_comm *c = symmpin_comm_find(comm);
+  return c ? comm_async_error(c) : 0;
 }
 
 /* ---- groups ---- */
@@ -396,7 +401,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
       SYMMPIN_INFO("comm %p (ordinal %d): rank %d/%d", cm->handle, cm->ordinal, r, n);
     }
   }
-  int failed = symmpin_event_comm_async_error(cm->handle);
+  int failed = comm_async_error(cm);
   if (failed) {
     /* A symmpin kernel of this communicator gave up (its result was wrong, and the ranks' calls
      * may no longer pair up): every later all-reduce reports the error instead of running. */
