@@ -9,7 +9,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 B=${SYMMPIN_BUILD_DIR:-build}
 OUT=${OUT:-/tmp/symmpin-gpu}
 mkdir -p "$OUT/logs"
-LIB=$PWD/$B/libsymmpin.so
+LIB=$PWD/$B/libsymmpin.so.0
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 TORCHRUN=$(command -v torchrun || echo /opt/torch/.venv/bin/torchrun)
 PY=$(command -v python3)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # symmpin's main job in one command. With at least two GPUs: build, then run our NCCL program
-# (tests/apps/symmpin-app, one process per GPU) without and with LD_PRELOAD=libsymmpin.so, print
-# symmpin's statistics and both timings. Without GPUs: replay the bundled traces of a real 2-GPU
+# (tests/apps/symmpin-app, one process per GPU) without and with symmpin (`symmpin run`), print
+# symmpin's summary and both timings. Without GPUs: replay the bundled traces of a real 2-GPU
 # job through the planner and print the plan every rank would agree on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +15,13 @@ if [ "${ngpu:-0}" -ge 2 ]; then
   app=$build/tests/apps/symmpin-app
   echo "== $ngpu GPUs: symmpin-app, one process per GPU, checked against exact results"
   "$app" --mode procs | tail -n 1
-  SYMMPIN_STATS=1 LD_PRELOAD="$PWD/$build/libsymmpin.so" "$app" --mode procs 2>&1 | tail -n 40
+  "$build/tools/symmpin" run -- "$app" --mode procs 2>&1 | tail -n 8
   echo "== per-call time, NCCL alone"
   "$app" --mode procs --bench
   echo "== per-call time, under symmpin"
-  LD_PRELOAD="$PWD/$build/libsymmpin.so" "$app" --mode procs --bench
+  "$build/tools/symmpin" run -- "$app" --mode procs --bench
 else
   traces=${1:-tests/traces/app-procs}
   echo "== no GPUs here (${ngpu:-0}): replaying the recorded traces in $traces"
-  "$build/tools/symmpin-replay" "$traces"/*
+  "$build/tools/symmpin" replay "$traces"/*
 fi

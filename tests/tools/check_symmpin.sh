@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The `symmpin` front door on the CPU (TAP): its commands and errors, `symmpin run` under a program
+# that uses the FAKE CUDA runtime and NCCL of tests/fakes (so the merged summary has real numbers to
+# merge), and an install into a temporary prefix, run from there.
+# Arguments: BUILD_DIR SYMMPIN FAKES_DIR FAKE_APP
+set -u
+build=$1 symmpin=$2 fakes=$3 app=$4
+n=0 bad=0
+ok() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; bad=$((bad + 1)); fi; }
+
+out=$("$symmpin" version); ok "version names the version and a library" '[[ "$out" == symmpin\ *library:\ /* ]]'
+"$symmpin" --help >/dev/null; ok "--help exits 0" '[ $? -eq 0 ]'
+err=$("$symmpin" frobnicate 2>&1); rc=$?
+ok "an unknown command is named, exit 2" '[ $rc -eq 2 ] && [[ "$err" == *"unknown command '"'"'frobnicate'"'"'"* ]]'
+err=$("$symmpin" run --nope -- true 2>&1); rc=$?
+ok "an unknown run option is named, exit 2" '[ $rc -eq 2 ] && [[ "$err" == *"--nope"* ]]'
+"$symmpin" run -- sh -c 'exit 7' >/dev/null 2>&1; rc=$?
+ok "run passes the program's exit status on" '[ $rc -eq 7 ]'
+junk=$(mktemp); echo "not a shared object" >"$junk"
+out=$(SYMMPIN_LIB="$junk" "$symmpin" run -- true 2>&1); rc=$?
+rm -f "$junk"
+ok "a library that cannot be loaded is an error, not a silent run" '[ $rc -eq 2 ] && [[ "$out" == *"cannot be preloaded"* ]]'
+
+# A program with fake communicators: the library records its all-reduces; the summary merges them.
+out=$(LD_LIBRARY_PATH="$fakes" SYMMPIN_TIMEOUT_MS=200 "$symmpin" run -- "$app" basic 2>&1); rc=$?
+ok "run under the fake program succeeds" '[ $rc -eq 0 ]'
+ok "the summary counts its all-reduces per communicator" \
+  '[[ "$out" =~ communicator\ [0-9]+\ \([0-9]+\ ranks.*\):\ [0-9]+\ of\ [1-9][0-9]*\ all-reduces ]]'
+out2=$(LD_LIBRARY_PATH="$fakes" SYMMPIN_TIMEOUT_MS=200 "$symmpin" run --stats -- "$app" basic 2>&1)
+ok "--stats adds the per-site tables" '[[ "$out2" == *"nccl reasons"* ]]'
+
+# Install into a temporary prefix and use it from there.
+tmp=$(mktemp -d)
+meson install -C "$build" --destdir "$tmp" --no-rebuild --quiet >/dev/null 2>&1; rc=$?
+ok "meson install succeeds" '[ $rc -eq 0 ]'
+inst=$(find "$tmp" -path '*/bin/symmpin' -type f | head -n 1)
+ok "bin/symmpin is installed" '[ -x "$inst" ]'
+lib=$(find "$tmp" -name 'libsymmpin.so.0' | head -n 1)
+ok "the versioned library is installed" '[ -n "$lib" ] && [ -e "$lib" ]'
+ok "pkg-config file, tools and documents are installed" \
+  '[ -n "$(find "$tmp" -name symmpin.pc)" ] && [ -n "$(find "$tmp" -path "*/bin/symmpin-replay")" ] && [ -n "$(find "$tmp" -path "*/doc/symmpin/docs/design.md")" ] && [ -n "$(find "$tmp" -path "*/doc/symmpin/LICENSE")" ]'
+out=$("$inst" version 2>&1)
+ok "the installed symmpin finds the installed library" '[[ "$out" == *"library: $tmp"* ]]'
+"$inst" run -- true >/dev/null 2>&1; rc=$?
+ok "symmpin run -- true from the prefix" '[ $rc -eq 0 ]'
+rm -rf "$tmp"
+
+echo "1..$n"
+[ $bad -eq 0 ]
