@@ -43,26 +43,13 @@ static int query_comm(void *comm, int *rank, int *nranks) {
   return ncclSuccess;
 }
 
-static symmpin_real_sym real_cuda_malloc = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_CUDART, cudaMalloc);
-static symmpin_real_sym real_cuda_free = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_CUDART, cudaFree);
-
-/* The real allocator for symmpin's own pools: never our exported wrappers (real.h refuses them). */
-static int real_alloc(void **ptr, size_t bytes) {
-  cudaError_t (*fn)(void **, size_t) = symmpin_real_get(&real_cuda_malloc);
-  return fn ? (int)fn(ptr, bytes) : (int)cudaErrorNotSupported;
-}
-
-static int real_free(void *ptr) {
-  cudaError_t (*fn)(void *) = symmpin_real_get(&real_cuda_free);
-  return fn ? (int)fn(ptr) : (int)cudaErrorNotSupported;
-}
-
 /* Priority 101: before the preload's own constructor (default priority) reports anything. */
 __attribute__((constructor(101))) static void symmpin_interpose_install(void) {
   const symmpin_config *cfg = symmpin_config_get();
   if (!cfg->disable) symmpin_callsite_set_depth(cfg->stack_depth); /* may prime backtrace() */
   symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm,
-                    .device_alloc = real_alloc, .device_free = real_free};
+                    .device_alloc = symmpin_real_device_alloc,
+                    .device_free = symmpin_real_device_free};
   symmpin_host_install(&h);
 }
 

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef enum symmpin_real_lib {
   SYMMPIN_REAL_CUDART = 0, /* libcudart.so.13, .so.12, .so */
@@ -34,6 +35,10 @@ static inline void *symmpin_real_get(symmpin_real_sym *s) {
   void *p = atomic_load_explicit(&s->fn, memory_order_acquire);
   return p ? p : symmpin_real_resolve(s);
 }
+
+/* The real cudaMalloc/cudaFree (cudaError_t as int), for symmpin's own pools (cudart_wrap.c). */
+int symmpin_real_device_alloc(void **ptr, size_t bytes);
+int symmpin_real_device_free(void *ptr);
 
 /* Whether addr lies in the module that holds this code (libsymmpin when preloaded). */
 bool symmpin_real_is_ours(const void *addr);

@@ -354,6 +354,15 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
+  /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:
+   * keep what the error record says, and stop pointing at it long before it is freed below (the
+   * barrier and the device sync come in between). */
+  const volatile uint32_t *failed = atomic_exchange(&c->kernel_failed, NULL);
+  if (failed && *failed && !e->err_host->aborted) {
+    int none = 0;
+    atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
+  }
+  atomic_store(&c->kernel_abort, NULL);
   if (e->agree && e->pool && symmpin_pool_size(e->pool) > 0) {
     symmpin_pool_unmap_peers(e->pool);
     uint64_t limit = symmpin_config_get()->timeout_ms;

@@ -454,6 +454,15 @@ static int child_main(int rank, const char *uid_hex) {
     report(&c);
   }
   rank_teardown(&c);
+  /* Finalize keeps the handle valid: the async-error query must still answer (and say nothing
+   * went wrong) after symmpin released its state for the communicator. */
+  SYMMPIN_TEST_NCCL(ncclCommFinalize(c.comm));
+  ncclResult_t async = ncclInternalError;
+  SYMMPIN_TEST_NCCL(ncclCommGetAsyncError(c.comm, &async));
+  if (async != ncclSuccess) {
+    fprintf(stderr, PROG ": rank %d: async error %d after finalize\n", c.rank, (int)async);
+    c.failed++;
+  }
   SYMMPIN_TEST_NCCL(ncclCommDestroy(c.comm));
   return c.failed ? 1 : 0;
 }
