@@ -58,6 +58,8 @@ REAL(ncclAllReduce);
 REAL(ncclCommGetAsyncError);
 
 _Static_assert(SYMMPIN_NCCL_REMOTE_ERROR == (int)ncclRemoteError, "ncclRemoteError");
+_Static_assert(SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR == (int)ncclUnhandledCudaError,
+               "ncclUnhandledCudaError");
 
 /* The communicator key of an init: the unique ids every rank passed (common/commkey.h). */
 static void key_of_ids(const ncclUniqueId *ids, int n, uint64_t *hi, uint64_t *lo) {
@@ -282,6 +284,8 @@ SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t c
   if (!real) return SYMMPIN_NCCL_MISSING;
   if (symmpin_wrap_bypass()) return real(send, recv, count, dtype, op, comm, stream);
   symmpin_guard_enter();
+  symmpin_site_where where;
+  uint64_t stack = symmpin_callsite_stack_where(__builtin_return_address(0), &where);
   symmpin_allreduce_call c = {
       .send = send,
       .recv = recv,
@@ -290,7 +294,8 @@ SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t c
       .op = (int)op,
       .comm = comm,
       .stream = (void *)stream,
-      .stack = symmpin_callsite_stack(__builtin_return_address(0)),
+      .stack = stack,
+      .where = where,
   };
   int rc;
   if (!symmpin_event_allreduce(&c, &rc)) {

@@ -151,7 +151,8 @@ bad:
 }
 
 uint64_t symmpin_call_key(uint64_t site, int stream_ord) {
-  return symmpin_hash_combine(site, (uint64_t)(uint32_t)stream_ord);
+  (void)stream_ord; /* rank-local: never part of what decides a call's route (record.h) */
+  return site;
 }
 
 int symmpin_call_class(int stream_ord, int variant, int nvariants) {

@@ -41,9 +41,11 @@ typedef struct symmpin_record {
 } symmpin_record;
 
 /* How a call enters a record, the same in the preload and in symmpin-replay:
- * - its key is its site on its stream: one site called on two streams is two plan entries, and
- *   the planner never lets entries on different streams share bytes, so a slot is never used by two
- *   unordered streams (the safety net of docs/planner.md);
+ * - its key is its site alone, not its stream: which stream a rank uses is a rank-local fact, and
+ *   ranks that route one call differently hang or compute wrong results (docs/design.md
+ *   "Routing"). A site's slot belongs to the stream of its first call (its home); the engine
+ *   splices a call made on another stream into the home stream's order with events, so a slot is
+ *   still never used by two unordered streams (the safety net of docs/planner.md);
  * - the "stream" the planner sees is a sharing class: stream ordinal x kernel variant, since slots
  *   may be shared over time only by calls of one kernel slot class (kernels/allreduce.h). */
 uint64_t symmpin_call_key(uint64_t site, int stream_ord);

@@ -7,7 +7,8 @@
  * the ordinal.
  *
  * Plans speak in keys (a site on one stream, planner/record.h); reports speak in the user's call
- * sites: every key the replay builds is remembered with the site and stream it stands for. */
+ * sites: every key the replay builds is remembered with the site and stream it stands for, and
+ * with where the site is in the program when a trace says so ("#where=" lines). */
 #include "planner/replay.h"
 
 #include <inttypes.h>
@@ -44,6 +45,7 @@ typedef struct key_info {
   int klass;                /* the sharing class the planner sees (planner/record.h) */
   int variant;              /* the kernel variant of the site's shape */
   long listed;              /* index among the report's entries; -1 until listed */
+  const symmpin_site_where *where; /* from the first file that locates the site's stack; NULL */
   UT_hash_handle hh;
 } key_info;
 
@@ -135,16 +137,25 @@ static key_info *key_find(const comm_data *c, uint64_t key) {
   return k;
 }
 
-/* Remember what a key stands for; false if out of memory. Two pairs with one key (a 64-bit hash
+/* Remember what a key stands for; NULL if out of memory. Two pairs with one key (a 64-bit hash
  * collision) would share a plan entry in the preload too; the first pair names it. */
-static bool key_note(comm_data *c, uint64_t key, uint64_t site, int stream, int klass, int variant) {
-  if (key_find(c, key)) return true;
-  key_info *k = calloc(1, sizeof(*k));
-  if (!k) return false;
+static key_info *key_note(comm_data *c, uint64_t key, uint64_t site, int stream, int klass,
+                          int variant) {
+  key_info *k = key_find(c, key);
+  if (k) return k;
+  k = calloc(1, sizeof(*k));
+  if (!k) return NULL;
   *k = (key_info){.key = key, .site = site, .stream = stream, .klass = klass, .variant = variant,
                   .listed = -1};
   HASH_ADD(hh, c->keys, key, sizeof(k->key), k);
-  return true;
+  return k;
+}
+
+/* Where a site is, from any key that stands for it; NULL when no trace says. */
+static const symmpin_site_where *site_where(const comm_data *c, uint64_t site) {
+  for (const key_info *k = c->keys; k; k = k->hh.next)
+    if (k->site == site && k->where) return k->where;
+  return NULL;
 }
 
 static bool is_init(symmpin_trace_call c) {
@@ -252,7 +263,9 @@ static symmpin_status load_file(loaded *L, int fi) {
     int variant = L->kernels->slot_class(ev->count, ev->dtype, nranks);
     int klass = symmpin_call_class(ev->stream_ord, variant, L->kernels->nclasses);
     uint64_t key = symmpin_call_key(ev->site, ev->stream_ord);
-    if (!key_note(c, key, ev->site, ev->stream_ord, klass, variant)) goto nomem;
+    key_info *ki = key_note(c, key, ev->site, ev->stream_ord, klass, variant);
+    if (!ki) goto nomem;
+    if (!ki->where && f->nwheres) ki->where = symmpin_trace_file_where(f, ev->stack);
     r->calls[r->ncalls] = (symmpin_call){.site = key, .count = ev->count, .dtype = ev->dtype,
                                          .op = ev->op, .stream_ord = klass,
                                          .group = (uint32_t)token, .in_place = in_place,
@@ -644,6 +657,16 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
               symmpin_op_name(s->op), s->in_place, s->out_of_place, d.pinned ? "true" : "false",
               d.offset, d.slot, d.epoch);
       json_str(out, d.reason);
+      if (ki->where) { /* only when a trace locates the site: older traces print as before */
+        fprintf(out, ",\"where\":{\"module\":");
+        json_str(out, ki->where->module);
+        fprintf(out, ",\"offset\":\"0x%" PRIx64 "\",\"symbol\":", ki->where->offset);
+        if (ki->where->symbol)
+          json_str(out, ki->where->symbol);
+        else
+          fputs("null", out);
+        fputc('}', out);
+      }
       fputc('}', out);
     }
     /* Entries some rank called inside one group, as indices into "sites": they may never share
@@ -707,10 +730,12 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
     fprintf(out, "  call sites (rank %d):\n", r0->rank);
     for (size_t k = 0; k < symmpin_site_table_count(r0->sites); k++) {
       const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
-      fprintf(out, "    %016" PRIx64 "  %" PRIu64 " call(s), %" PRIu64 " bytes, count %" PRIu64
+      char where[192];
+      symmpin_site_where_format(site_where(c, s->id), where, sizeof where);
+      fprintf(out, "    %016" PRIx64 "  %s%s%" PRIu64 " call(s), %" PRIu64 " bytes, count %" PRIu64
                    " %s %s, stream(s) {",
-              s->id, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
-              symmpin_op_name(s->op));
+              s->id, where, where[0] ? "  " : "", s->calls, s->bytes, s->count,
+              symmpin_dtype_name(s->dtype), symmpin_op_name(s->op));
       streams_list(out, s->streams);
       fprintf(out, "}, in-place %" PRIu64 " / out-of-place %" PRIu64 ", calls #%" PRIu64
                    "..#%" PRIu64 "\n",

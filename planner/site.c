@@ -3,7 +3,10 @@
  * order of first call in an array, so reports list sites in program order. */
 #include "planner/site.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uthash.h>
 
 #include "common/hash.h"
@@ -17,6 +20,34 @@ uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, uint64_t count, 
   h = symmpin_hash_combine(h, (uint64_t)(int64_t)dtype);
   h = symmpin_hash_combine(h, (uint64_t)(int64_t)op);
   return h ? h : 1;
+}
+
+bool symmpin_site_where_known(const symmpin_site_where *w) {
+  return w && w->module && w->module[0];
+}
+
+size_t symmpin_site_where_format(const symmpin_site_where *w, char *buf, size_t cap) {
+  if (!cap) return 0;
+  buf[0] = '\0';
+  if (!symmpin_site_where_known(w)) return 0;
+  const char *slash = strrchr(w->module, '/');
+  const char *base = slash && slash[1] ? slash + 1 : w->module;
+  int n = snprintf(buf, cap, "%s+0x%" PRIx64, base, w->offset);
+  if (n < 0) {
+    buf[0] = '\0';
+    return 0;
+  }
+  size_t len = (size_t)n < cap ? (size_t)n : cap - 1;
+  if (!w->symbol || !w->symbol[0] || len + 4 >= cap) return len; /* room for " (x)" at least */
+  int m = snprintf(buf + len, cap - len, " (%s)", w->symbol);
+  if (m > 0 && (size_t)m < cap - len) return len + (size_t)m;
+  /* Cut: keep what fits, end in "...)". */
+  if (cap - len < 8) { /* not even " (...)": drop the symbol */
+    buf[len] = '\0';
+    return len;
+  }
+  memcpy(buf + cap - 5, "...)", 5);
+  return cap - 1;
 }
 
 typedef struct entry {

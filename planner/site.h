@@ -20,6 +20,27 @@
  * (0 means "no site" in traces). */
 uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, uint64_t count, int dtype, int op);
 
+/* Where a call site is in the program, for people (stats, traces, symmpin-replay): the caller
+ * frame that identifies the site, i.e. the first return address outside libsymmpin, as
+ *   module: the path of the module that holds it, as the loader knows it (the main program's as
+ *           /proc/self/exe reads);
+ *   offset: the address of the call instruction (return address - 1) in the module's own
+ *           addresses (ELF virtual address), so `addr2line -e MODULE OFFSET` names the call's line;
+ *   symbol: the dynamic symbol that contains it, when the module exports one (not demangled).
+ * Not part of the site id: paths differ between ranks and installs. The strings are not owned:
+ * whoever fills the struct says how long they live. */
+typedef struct symmpin_site_where {
+  const char *module; /* NULL or "": unknown, and so is the rest */
+  const char *symbol; /* NULL: the module exports no symbol for the address */
+  uint64_t offset;
+} symmpin_site_where;
+
+bool symmpin_site_where_known(const symmpin_site_where *w);
+/* "libfoo.so+0x1a2b (symbol)" with the module's basename (no " (...)" without a symbol), cut to
+ * cap - 1 bytes with "..." where the symbol does not fit; "" when unknown. Returns the length
+ * written. */
+size_t symmpin_site_where_format(const symmpin_site_where *w, char *buf, size_t cap);
+
 #define SYMMPIN_SITE_MAX_ALLOCS 8 /* distinct buffer allocations remembered per site and side */
 
 /* One all-reduce as the site table sees it. */

@@ -188,6 +188,51 @@ int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t 
   return (int)(o.p - buf);
 }
 
+/* "#where=" values: bytes that would end a token or a line (space and below, DEL) and '%' itself
+ * become %XX, so a path with spaces stays one token. Returns false (nothing written past what
+ * fits) when s does not fit whole. */
+static bool put_encoded(out_buf *o, const char *s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s && !o->full; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c <= 0x20 || c == 0x7f || c == '%') {
+      if (o->end - o->p < 3) {
+        o->full = true;
+        break;
+      }
+      *o->p++ = '%';
+      *o->p++ = hex[c >> 4];
+      *o->p++ = hex[c & 15];
+    } else if (o->p < o->end) {
+      *o->p++ = (char)c;
+    } else {
+      o->full = true;
+    }
+  }
+  return !o->full;
+}
+
+int symmpin_trace_format_where(uint64_t stack, const symmpin_site_where *where, char *buf,
+                               size_t cap) {
+  if (!symmpin_site_where_known(where)) return -1;
+  out_buf o = {buf, buf + cap, false};
+  put_str(&o, "#where=");
+  put_u64(&o, stack, 16);
+  put_str(&o, " ");
+  if (!put_encoded(&o, where->module)) return -1;
+  put_str(&o, "+");
+  put_u64(&o, where->offset, 16);
+  if (o.full) return -1;
+  if (where->symbol && where->symbol[0]) {
+    /* A symbol too long for the line is cut (it is for people; the offset is exact). */
+    char *before = o.p;
+    put_str(&o, " ");
+    put_encoded(&o, where->symbol);
+    if (o.p == before + 1) o.p = before; /* not one character fitted: no symbol */
+  }
+  return (int)(o.p - buf);
+}
+
 /* ---- parsing ---- */
 
 /* Whole-token integer parse: decimal, or hex with a 0x prefix; optional '-' for ints. */
@@ -388,6 +433,28 @@ symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_e
   return st;
 }
 
+symmpin_status symmpin_trace_writer_add_where(symmpin_trace_writer *w, uint64_t stack,
+                                              const symmpin_site_where *where) {
+  if (!w) return SYMMPIN_ERR_INVALID;
+  if (!symmpin_site_where_known(where)) return SYMMPIN_OK;
+  symmpin_status st = SYMMPIN_OK;
+  pthread_mutex_lock(&w->lock);
+  if (w->failed) {
+    pthread_mutex_unlock(&w->lock);
+    return SYMMPIN_ERR_IO;
+  }
+  if (sizeof(w->buf) - w->used < SYMMPIN_TRACE_WHERE_MAX + 1) st = drain(w);
+  if (st == SYMMPIN_OK) {
+    int n = symmpin_trace_format_where(stack, where, w->buf + w->used, SYMMPIN_TRACE_WHERE_MAX);
+    if (n > 0) { /* a module path longer than the line: no location, nothing else lost */
+      w->used += (size_t)n;
+      w->buf[w->used++] = '\n';
+    }
+  }
+  pthread_mutex_unlock(&w->lock);
+  return st;
+}
+
 symmpin_status symmpin_trace_writer_flush(symmpin_trace_writer *w) {
   if (!w) return SYMMPIN_ERR_INVALID;
   pthread_mutex_lock(&w->lock);
@@ -405,6 +472,115 @@ void symmpin_trace_writer_close(symmpin_trace_writer *w) {
 }
 
 /* ---- reader ---- */
+
+/* %XX-decode one token in place; false on a bad escape or an empty result. */
+static bool decode_in_place(char *s) {
+  char *w = s;
+  for (char *r = s; *r; r++) {
+    if (*r != '%') {
+      *w++ = *r;
+      continue;
+    }
+    int v = 0;
+    for (int k = 1; k <= 2; k++) {
+      char c = r[k];
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      v = v * 16 + d;
+    }
+    if (v == 0) return false;
+    *w++ = (char)v;
+    r += 2;
+  }
+  *w = '\0';
+  return w != s;
+}
+
+/* "<stack> <module>+<offset> [<symbol>]" (the value of a "#where=" line); tokens after these are
+ * ignored (room for later additions). The strings go into one allocation, owned by the file. */
+static symmpin_status parse_where(const char *value, symmpin_trace_where *out) {
+  char tmp[SYMMPIN_TRACE_WHERE_MAX * 2];
+  if (strlen(value) >= sizeof(tmp)) return SYMMPIN_ERR_INVALID;
+  strcpy(tmp, value);
+  char *save = NULL;
+  char *stack = strtok_r(tmp, " \t", &save);
+  char *place = stack ? strtok_r(NULL, " \t", &save) : NULL;
+  char *symbol = place ? strtok_r(NULL, " \t", &save) : NULL;
+  char *plus = place ? strrchr(place, '+') : NULL;
+  if (!plus || plus == place) return SYMMPIN_ERR_INVALID;
+  *plus = '\0';
+  symmpin_trace_where w = {0};
+  if (!parse_u64(stack, &w.stack) || !parse_u64(plus + 1, &w.where.offset) ||
+      !decode_in_place(place) || (symbol && !decode_in_place(symbol)))
+    return SYMMPIN_ERR_INVALID;
+  size_t lm = strlen(place) + 1, ls = symbol ? strlen(symbol) + 1 : 0;
+  char *mem = malloc(lm + ls);
+  if (!mem) return SYMMPIN_ERR_NOMEM;
+  memcpy(mem, place, lm);
+  if (symbol) memcpy(mem + lm, symbol, ls);
+  w.where.module = mem;
+  w.where.symbol = symbol ? mem + lm : NULL;
+  *out = w;
+  return SYMMPIN_OK;
+}
+
+static void where_free(symmpin_trace_where *w) { free((char *)w->where.module); }
+
+/* Sorting by stack, ties in file order, so that the last line of a stack can win. */
+typedef struct where_key {
+  uint64_t stack;
+  size_t index;
+} where_key;
+
+static int cmp_where_key(const void *a, const void *b) {
+  const where_key *x = a, *y = b;
+  if (x->stack != y->stack) return x->stack < y->stack ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Sort by stack and keep, of several lines for one stack, the last one read. */
+static symmpin_status wheres_settle(symmpin_trace_file *f) {
+  size_t n = f->nwheres;
+  if (n < 2) return SYMMPIN_OK;
+  where_key *keys = malloc(n * sizeof(*keys));
+  symmpin_trace_where *v = malloc(n * sizeof(*v));
+  if (!keys || !v) {
+    free(keys);
+    free(v);
+    return SYMMPIN_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < n; i++) keys[i] = (where_key){f->wheres[i].stack, i};
+  qsort(keys, n, sizeof(*keys), cmp_where_key);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const symmpin_trace_where *w = &f->wheres[keys[i].index];
+    if (k && v[k - 1].stack == w->stack) {
+      where_free(&v[k - 1]);
+      v[k - 1] = *w;
+    } else {
+      v[k++] = *w;
+    }
+  }
+  free(keys);
+  free(f->wheres);
+  f->wheres = v;
+  f->nwheres = k;
+  return SYMMPIN_OK;
+}
+
+const symmpin_site_where *symmpin_trace_file_where(const symmpin_trace_file *f, uint64_t stack) {
+  if (!f) return NULL;
+  size_t lo = 0, hi = f->nwheres;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (f->wheres[mid].stack < stack)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < f->nwheres && f->wheres[lo].stack == stack ? &f->wheres[lo].where : NULL;
+}
 
 static void parse_header_line(symmpin_trace_header *h, const char *line) {
   const char *eq = strchr(line, '=');
@@ -466,7 +642,7 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
   f.header.rank = -1;
   snprintf(f.path, sizeof(f.path), "%s", path);
   symmpin_status st = SYMMPIN_OK;
-  size_t ecap = 0;
+  size_t ecap = 0, wcap = 0;
   bool first = true;
   for (char *line = text; line < text + len && st == SYMMPIN_OK;) {
     char *nl = strchr(line, '\n');
@@ -477,7 +653,7 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
     if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
     if (first) {
       first = false;
-      int version;
+      int version = 0;
       if (strncmp(line, "#symmpin-trace ", 15) != 0 || !parse_int(line + 15, &version)) {
         SYMMPIN_WARN("trace %s: not a symmpin trace (no '#symmpin-trace' line)", path);
         st = SYMMPIN_ERR_INVALID;
@@ -487,6 +663,31 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
         st = SYMMPIN_ERR_UNSUPPORTED;
       }
       f.header.version = version;
+    } else if (strncmp(line, "#where=", 7) == 0) {
+      /* A location line, complete or not at all: a malformed one is skipped and counted. */
+      symmpin_trace_where w;
+      symmpin_status ws = complete ? parse_where(line + 7, &w) : SYMMPIN_ERR_INVALID;
+      if (ws == SYMMPIN_ERR_NOMEM) {
+        SYMMPIN_WARN("trace %s: out of memory (%zu locations)", path, f.nwheres);
+        st = ws;
+        break;
+      }
+      if (ws != SYMMPIN_OK) {
+        f.skipped++;
+      } else {
+        if (f.nwheres == wcap) {
+          wcap = wcap ? wcap * 2 : 16;
+          symmpin_trace_where *v = realloc(f.wheres, wcap * sizeof(*v));
+          if (!v) {
+            SYMMPIN_WARN("trace %s: out of memory (%zu locations)", path, wcap);
+            where_free(&w);
+            st = SYMMPIN_ERR_NOMEM;
+            break;
+          }
+          f.wheres = v;
+        }
+        f.wheres[f.nwheres++] = w;
+      }
     } else if (line[0] == '#') {
       parse_header_line(&f.header, line + 1);
     } else if (ll > 0) {
@@ -515,8 +716,12 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
     SYMMPIN_WARN("trace %s: empty file", path);
     st = SYMMPIN_ERR_INVALID;
   }
+  if (st == SYMMPIN_OK && wheres_settle(&f) != SYMMPIN_OK) {
+    SYMMPIN_WARN("trace %s: out of memory sorting %zu locations", path, f.nwheres);
+    st = SYMMPIN_ERR_NOMEM;
+  }
   if (st != SYMMPIN_OK) {
-    free(f.events);
+    symmpin_trace_file_free(&f);
     return st;
   }
   if (f.skipped)
@@ -530,4 +735,8 @@ void symmpin_trace_file_free(symmpin_trace_file *f) {
   free(f->events);
   f->events = NULL;
   f->nevents = 0;
+  for (size_t i = 0; i < f->nwheres; i++) where_free(&f->wheres[i]);
+  free(f->wheres);
+  f->wheres = NULL;
+  f->nwheres = 0;
 }

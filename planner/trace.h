@@ -13,10 +13,12 @@
 #include <stdint.h>
 
 #include "common/types.h"
+#include "planner/site.h"
 
 #define SYMMPIN_TRACE_VERSION 1
 #define SYMMPIN_TRACE_BUFFER (64u * 1024u) /* the writer's buffer: one write(2) per full buffer */
 #define SYMMPIN_TRACE_LINE_MAX 1024u       /* longest event line the writer produces */
+#define SYMMPIN_TRACE_WHERE_MAX 2048u      /* longest "#where=" line the writer produces */
 
 typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_UNKNOWN = 0,
@@ -98,12 +100,23 @@ typedef struct symmpin_trace_header {
   uint64_t start_unix_ns;
 } symmpin_trace_header;
 
+/* Where the caller frame of a stack is (docs/trace-format.md, "#where=" lines): written once per
+ * stack hash that an all-reduce used, so that sites can be shown as places in the program. */
+typedef struct symmpin_trace_where {
+  uint64_t stack;            /* the stack hash of the all-reduce events it describes */
+  symmpin_site_where where;  /* in a file read back: strings owned by the symmpin_trace_file */
+} symmpin_trace_where;
+
 /* --- writing --- */
 typedef struct symmpin_trace_writer symmpin_trace_writer;
 symmpin_status symmpin_trace_writer_open(const char *path, const symmpin_trace_header *h,
                                          symmpin_trace_writer **out);
 /* Assigns ev->seq and writes the event; never allocates on this path. */
 symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_event *ev);
+/* Writes a "#where=" line for `stack`; nothing when the location is unknown. Never allocates.
+ * Whether a stack was already described is the caller's business (preload/tracefile.c). */
+symmpin_status symmpin_trace_writer_add_where(symmpin_trace_writer *w, uint64_t stack,
+                                              const symmpin_site_where *where);
 symmpin_status symmpin_trace_writer_flush(symmpin_trace_writer *w);
 void symmpin_trace_writer_close(symmpin_trace_writer *w);
 
@@ -113,6 +126,10 @@ int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t 
 /* Parse one line (without newline); SYMMPIN_ERR_INVALID on a malformed line. Unknown keys are
  * skipped, an unknown call name gives SYMMPIN_TRACE_UNKNOWN. */
 symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *ev);
+/* The whole "#where=..." line (without newline) into buf: module and symbol percent-encoded, the
+ * symbol cut to fit; returns the length, or -1 if unknown or the module alone does not fit. */
+int symmpin_trace_format_where(uint64_t stack, const symmpin_site_where *where, char *buf,
+                               size_t cap);
 
 
 /* --- reading --- */
@@ -121,6 +138,9 @@ typedef struct symmpin_trace_file {
   symmpin_trace_event *events;
   size_t nevents;
   size_t skipped;           /* malformed lines dropped (a truncated last line counts here) */
+  symmpin_trace_where *wheres; /* from "#where=" lines, sorted by stack, one per stack (the last
+                                * line wins); none in traces written before they existed */
+  size_t nwheres;
   char path[512];
 } symmpin_trace_file;
 
@@ -128,5 +148,7 @@ typedef struct symmpin_trace_file {
  * SYMMPIN_ERR_UNSUPPORTED: a newer major version. Malformed event lines are skipped and counted. */
 symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out);
 void symmpin_trace_file_free(symmpin_trace_file *f);
+/* The location the file gives for a stack hash, or NULL. */
+const symmpin_site_where *symmpin_trace_file_where(const symmpin_trace_file *f, uint64_t stack);
 
 #endif

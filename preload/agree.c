@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "kernels/allreduce.h"
 #include "planner/record.h"
@@ -66,6 +67,11 @@ struct symmpin_agree {
   symmpin_board *board;
   void *blob;               /* scratch for the record round */
   size_t blob_cap;
+  uint64_t checked[SYMMPIN_KERNEL_MAX_RANKS]; /* route log: calls compared with each peer */
+  uint64_t logged;          /* route log: the last call this rank logged */
+  bool alarm_reported;      /* the alarm's WARN was printed */
+  bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
+  unsigned timeouts_in_row; /* epochs failed by a wait that expired, since the last GO */
 };
 
 static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
@@ -161,6 +167,23 @@ symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a) { return a->sto
 
 /* ---- the epoch ---- */
 
+/* Whether rank `missing`, not posting the record round, is on another host: it never opened the
+ * board although the communicator's first all-reduce has completed (so it made that call), or,
+ * `timed_out`, it still has not after a whole timeout. A rank that opened the board is on this
+ * host, only busy: its epoch fails and is retried. Decides "not one host's" for every rank. */
+static bool peer_elsewhere(symmpin_agree *a, int missing, bool timed_out) {
+  if (missing < 0 || symmpin_board_rank_attached(a->board, missing)) return false;
+  if (a->elsewhere_said) return true;
+  if (!timed_out && !(a->p.ops.first_call_done && a->p.ops.first_call_done(a->p.ops.ctx)))
+    return false;
+  symmpin_board_decide(a->board, ROUND_RECORD(a->epoch), SYMMPIN_VERDICT_FAIL);
+  a->elsewhere_said = true;
+  SYMMPIN_INFO("comm %d rank %d: rank %d has not opened this host's board%s: it is on another "
+               "host", a->p.comm, a->p.rank, missing,
+               timed_out ? " within the timeout" : " although the first all-reduce completed");
+  return true;
+}
+
 /* Wait for every rank's post of `round`, giving up on timeout, on a wait that would deadlock this
  * thread, or as soon as someone else failed the epoch. */
 static bool wait_round(symmpin_agree *a, uint32_t round) {
@@ -171,6 +194,7 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
     if (st == SYMMPIN_OK) return true;
     if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
     if (a->p.aborting && atomic_load(a->p.aborting)) return false; /* ncclCommAbort: no waiting */
+    if (round == ROUND_RECORD(a->epoch) && peer_elsewhere(a, missing, false)) return false;
     if (st == SYMMPIN_ERR_DISAGREE) {
       SYMMPIN_INFO("comm %d rank %d: rank %d is driven by this thread and has not reached this "
                    "point of the agreement (round %u): not waiting", a->p.comm, a->p.rank, missing,
@@ -184,8 +208,14 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
                    "%llu ms; this epoch's all-reduces stay on NCCL", a->p.comm, a->p.rank, missing,
                    round, (unsigned long long)a->p.timeout_ms);
       if (a->p.ops.gave_up) a->p.ops.gave_up(a->p.ops.ctx, round);
-      if (round == ROUND_RECORD(a->epoch) && a->epoch == 1)
-        symmpin_board_decide(a->board, round, SYMMPIN_VERDICT_FAIL); /* not one host's */
+      /* A peer on this host that is busy (a checkpoint) costs this epoch, retried later; one
+       * that misses the retry as well is not coming back soon: agreements stop for every rank
+       * rather than stall each epoch for a whole timeout. */
+      if (!peer_elsewhere(a, missing, true) && ++a->timeouts_in_row >= 2) {
+        SYMMPIN_INFO("comm %d rank %d: rank %d missed two plan agreements in a row", a->p.comm,
+                     a->p.rank, missing);
+        symmpin_board_decide(a->board, ROUND_RECORD(a->epoch), SYMMPIN_VERDICT_FAIL);
+      }
       return false;
     }
   }
@@ -210,6 +240,7 @@ static bool adopt(symmpin_agree *a) {
   a->plan = a->candidate;
   a->candidate = NULL;
   a->phase = PHASE_IDLE;
+  a->timeouts_in_row = 0;
   symmpin_schedule_agreed(&a->sched, a->plan->nnew > 0);
   SYMMPIN_INFO("comm %d rank %d/%d: epoch %u agreed: %zu of %zu sites pinned, pool %llu bytes "
                "(dedicated %llu, lower bound %llu)", a->p.comm, a->p.rank, a->p.nranks, a->epoch,
@@ -231,8 +262,8 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
   a->phase = PHASE_IDLE;
   symmpin_schedule_failed(&a->sched);
   if (symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL)
-    stop(a, SYMMPIN_AGREE_NOT_ONE_HOST, "not every rank reached the agreement: ranks on several "
-                                        "hosts (or a rank that stopped calling all-reduce)");
+    stop(a, SYMMPIN_AGREE_NOT_ONE_HOST, "ranks on several hosts, or a rank that missed two "
+                                        "agreements in a row");
   else
     SYMMPIN_INFO("comm %d rank %d: plan agreement of epoch %u failed; NCCL until the next one",
                  a->p.comm, a->p.rank, a->epoch);
@@ -427,12 +458,128 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
 }
 
 symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_agree_call *call,
-                                        const symmpin_plan_site **slot) {
+                                        const symmpin_plan_site **slot, int *home_stream) {
   *slot = NULL;
+  *home_stream = -1;
   if (!a->plan) return SYMMPIN_PLAN_UNPLANNED;
-  return symmpin_plan_route(
+  const symmpin_plan_site *s = NULL;
+  symmpin_plan_reason r = symmpin_plan_route(
       a->plan, symmpin_agree_key(call),
-      sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks), slot);
+      sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks), &s);
+  if (r == SYMMPIN_PLAN_STREAM_OFF_PLAN) {
+    /* Pinned, on another stream: still redirected (the peers may call it on the home stream),
+     * spliced into the home stream's order by the caller. The sharing class is stream x kernel
+     * slot class (sharing_class), and a site's shape, so its slot class, never changes. */
+    *home_stream = s->stream_ord / SYMMPIN_KERNEL_SLOT_CLASSES;
+    r = SYMMPIN_PLAN_PINNED;
+  }
+  if (r == SYMMPIN_PLAN_PINNED) *slot = s;
+  return r;
+}
+
+/* ---- the route check ---- */
+
+/* Alarm word: call (48 bits) << 16 | raising rank << 8 | reason; never 0 for a real alarm. */
+static uint64_t alarm_word(symmpin_alarm_reason why, int rank, uint64_t n) {
+  return (n & 0xffffffffffffull) << 16 | (uint64_t)(rank & 0xff) << 8 | (uint64_t)why;
+}
+
+static symmpin_alarm alarm_of(uint64_t w) {
+  symmpin_alarm al = {.reason = (symmpin_alarm_reason)(w & 0xff), .rank = (int)(w >> 8 & 0xff),
+                      .call = w >> 16};
+  if (w != 0 && (al.reason < SYMMPIN_ALARM_ROUTES_DIFFER || al.reason > SYMMPIN_ALARM_KERNEL_FAILED))
+    al.reason = SYMMPIN_ALARM_ROUTES_DIFFER; /* a word no rank writes: still an alarm */
+  return al;
+}
+
+/* A route's signature: every call NCCL takes signs alike (NCCL pairs calls by order: which site
+ * or shape is NCCL's business); a redirected call signs its slot and shape, all of which every
+ * rank must share. */
+static uint64_t route_sig(const symmpin_agree_call *call, const symmpin_plan_site *slot) {
+  if (!slot) return 1;
+  uint64_t h = symmpin_hash_combine(0x726f757465ull /* "route" */, slot->offset);
+  h = symmpin_hash_combine(h, call->count);
+  h = symmpin_hash_combine(h, (uint64_t)(uint32_t)call->dtype << 32 | (uint32_t)call->op);
+  return h | 2; /* never 1 (NCCL) nor 0 */
+}
+
+void symmpin_agree_route_log(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call,
+                             const symmpin_plan_site *slot) {
+  if (!a->plan || n <= a->logged) return;
+  symmpin_board_route_put(a->board, n, route_sig(call, slot), call->site);
+  a->logged = n;
+}
+
+static const char *alarm_text(symmpin_alarm_reason r) {
+  switch (r) {
+  case SYMMPIN_ALARM_LAUNCH_FAILED: return "could not launch symmpin's kernel for";
+  case SYMMPIN_ALARM_KERNEL_FAILED: return "had a kernel give up waiting in";
+  default: return "found the ranks routing differently";
+  }
+}
+
+static void alarm_report(symmpin_agree *a, symmpin_alarm al) {
+  if (a->alarm_reported) return;
+  a->alarm_reported = true;
+  uint64_t sig = 0, site = 0;
+  bool mine = symmpin_board_route_get(a->board, a->p.rank, al.call, &sig, &site);
+  SYMMPIN_WARN("comm %d rank %d: rank %d %s all-reduce call %llu (this rank: %s at site %016llx); "
+               "this communicator is now in error: ncclCommGetAsyncError and every later "
+               "all-reduce report ncclRemoteError, and waiting symmpin kernels give up. Abort the "
+               "communicator (ncclCommAbort) to free it.", a->p.comm, a->p.rank, al.rank,
+               alarm_text(al.reason), (unsigned long long)al.call,
+               !mine ? "not logged" : sig == 1 ? "NCCL" : "symmpin", (unsigned long long)site);
+}
+
+/* Compare calls (checked[r], upto] of rank r with this rank's log. */
+static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
+  uint64_t upto = symmpin_board_route_last(a->board, r);
+  if (upto > a->logged) upto = a->logged;
+  uint64_t from = a->checked[r] + 1;
+  /* Entries older than the ring are gone on both sides: move on (counted as not compared). */
+  if (upto >= SYMMPIN_BOARD_ROUTE_SLOTS && from <= upto - SYMMPIN_BOARD_ROUTE_SLOTS)
+    from = upto - SYMMPIN_BOARD_ROUTE_SLOTS + 1;
+  for (uint64_t k = from; k <= upto && budget > 0; k++, budget--) {
+    uint64_t mine = 0, theirs = 0, my_site = 0, their_site = 0;
+    a->checked[r] = k;
+    if (!symmpin_board_route_get(a->board, a->p.rank, k, &mine, &my_site) ||
+        !symmpin_board_route_get(a->board, r, k, &theirs, &their_site) || mine == theirs)
+      continue; /* not logged on one side (before its first plan), or alike */
+    uint64_t w = symmpin_board_alarm_raise(a->board,
+                                           alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k));
+    if (w == alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k)) {
+      a->alarm_reported = true;
+      SYMMPIN_WARN("comm %d rank %d: ranks routed all-reduce call %llu differently: this rank %s "
+                   "(site %016llx), rank %d %s (site %016llx). The ranks reached it from "
+                   "different sites or streams symmpin could not reconcile; this communicator is "
+                   "now in error: ncclCommGetAsyncError and every later all-reduce report "
+                   "ncclRemoteError, and waiting symmpin kernels give up. Abort the communicator "
+                   "(ncclCommAbort) to free it.", a->p.comm, a->p.rank, (unsigned long long)k,
+                   mine == 1 ? "to NCCL" : "to symmpin", (unsigned long long)my_site, r,
+                   theirs == 1 ? "to NCCL" : "to symmpin", (unsigned long long)their_site);
+    }
+    return true;
+  }
+  return false;
+}
+
+bool symmpin_agree_route_check(symmpin_agree *a, unsigned budget, symmpin_alarm *out) {
+  uint64_t w = symmpin_board_alarm(a->board);
+  for (int r = 0; w == 0 && r < a->p.nranks; r++)
+    if (r != a->p.rank && routes_compare(a, r, budget)) w = symmpin_board_alarm(a->board);
+  if (w == 0) return false;
+  *out = alarm_of(w);
+  alarm_report(a, *out);
+  return true;
+}
+
+symmpin_alarm symmpin_agree_raise(symmpin_agree *a, symmpin_alarm_reason why, uint64_t n) {
+  uint64_t mine = alarm_word(why, a->p.rank, n);
+  uint64_t w = symmpin_board_alarm_raise(a->board, mine);
+  if (w == mine) a->alarm_reported = true; /* the raiser has said why itself */
+  symmpin_alarm al = alarm_of(w);
+  alarm_report(a, al);
+  return al;
 }
 
 bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms) {

@@ -14,8 +14,11 @@
  * lives on its last round (3e+1) and is decided once, by compare-and-swap: GO only by a rank that
  * read every rank's "attached" post; FAIL by anyone who gives up. Every rank acts on the verdict
  * that stands, not on its own proposal, so all ranks end an epoch with the same verdict and, on
- * GO, the same plan (also a rank whose wait expired just as the last post landed). A FAIL on
- * round 3e-1 of epoch 1 as well means "this communicator is not one host's": symmpin stays out.
+ * GO, the same plan (also a rank whose wait expired just as the last post landed). A failed
+ * epoch is retried later (a peer busy on the host costs one failed epoch, not symmpin for the
+ * run). A FAIL on round 3e-1 as well means "this communicator is not one host's": decided only
+ * for a rank that never opened the board although it has certainly made its first all-reduce
+ * (ops.first_call_done), or still had not after a whole timeout; symmpin then stays out.
  *
  * When records close is planner/schedule.h (shared with symmpin-replay); what a plan is,
  * planner/plan.h. Not thread-safe: the caller serialises calls per communicator. */
@@ -50,6 +53,11 @@ typedef struct symmpin_agree_ops {
   /* Step 3 (symmpin_pool_settle), on a rank whose attach succeeded: the epoch's verdict. Not
    * agreed: the pool goes back to the size every rank still has. */
   void (*settle)(void *ctx, bool agreed);
+  /* May be NULL: whether the communicator's first all-reduce has completed on the GPU. Then
+   * every rank has issued it, and so has opened the board if it is on this host (ranks open it
+   * before their first all-reduce goes to NCCL): a rank that has not is on another host, known
+   * at once instead of after SYMMPIN_TIMEOUT_MS. */
+  bool (*first_call_done)(void *ctx);
   /* Test hook, may be NULL: called when a wait for `round` gave up, before this rank proposes
    * FAIL (the CPU tests let a peer post and decide at exactly that moment). */
   void (*gave_up)(void *ctx, uint32_t round);
@@ -107,9 +115,46 @@ typedef enum symmpin_agree_stop {
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a);
 
 /* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not. The
- * key and sharing class are the ones the record used (planner/record.h, kernels' slot classes). */
+ * key and sharing class are the ones the record used (planner/record.h, kernels' slot classes).
+ * The stream a call is made on never changes the decision (docs/design.md "Routing"): for a
+ * pinned site called on a stream other than its home, *home_stream is the home's stream ordinal
+ * (the caller orders the call after the home stream's work and the home stream's later work after
+ * it); otherwise -1. */
 symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_agree_call *call,
-                                        const symmpin_plan_site **slot);
+                                        const symmpin_plan_site **slot, int *home_stream);
+
+/* ---- the route check (docs/design.md "Routing") ----
+ * From the first plan on, every rank logs how it routed each all-reduce on the board (no wait)
+ * and compares the peers' logs with its own, a bounded number of entries per call. Ranks that
+ * routed one call differently (one in symmpin's kernel, one in NCCL, or two slots) would hang or
+ * compute wrong results: the first rank to see it raises the communicator's alarm on the board,
+ * and every rank reads the alarm at its next call or async-error query. An alarm is final: the
+ * caller puts the communicator in its error state. */
+typedef enum symmpin_alarm_reason {
+  SYMMPIN_ALARM_NONE = 0,
+  SYMMPIN_ALARM_ROUTES_DIFFER = 1, /* ranks routed one call differently */
+  SYMMPIN_ALARM_LAUNCH_FAILED = 2, /* a rank could not launch a kernel its peers run */
+  SYMMPIN_ALARM_KERNEL_FAILED = 3, /* a rank's kernel gave up waiting (deadline) */
+} symmpin_alarm_reason;
+
+/* What an alarm says (decoded from the board word). */
+typedef struct symmpin_alarm {
+  symmpin_alarm_reason reason;
+  int rank;      /* the rank that raised it */
+  uint64_t call; /* the call it is about */
+} symmpin_alarm;
+
+/* Log call n's route: slot NULL for NCCL. Only once a plan exists (earlier calls all go to NCCL
+ * on every rank). */
+void symmpin_agree_route_log(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call,
+                             const symmpin_plan_site *slot);
+/* Compare up to `budget` new log entries per peer and read the alarm. Returns true (and the
+ * alarm in *out) once the communicator is in alarm; the first time it logs one WARN naming the
+ * call, the ranks and their sites. Never waits. */
+bool symmpin_agree_route_check(symmpin_agree *a, unsigned budget, symmpin_alarm *out);
+/* Raise the alarm for call n on this rank's own account (a launch failure, a kernel that gave
+ * up). Returns the alarm that stands. */
+symmpin_alarm symmpin_agree_raise(symmpin_agree *a, symmpin_alarm_reason why, uint64_t n);
 /* The plan key of a call (site on its stream), as plans and statistics use it. */
 uint64_t symmpin_agree_key(const symmpin_agree_call *call);
 

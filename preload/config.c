@@ -66,6 +66,11 @@ static const symmpin_config_var vars[] = {
      "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
      "docs/callsite.md)",
      OFF(stack_depth), 1, SYMMPIN_STACK_DEPTH_MAX, NULL},
+    {"SYMMPIN_TEST_FAULT", SYMMPIN_CONFIG_STRING, "",
+     "tests only: inject one fault, skip:RANK:CALL (that rank fails to launch the kernel of "
+     "its CALL-th all-reduce on each communicator) or diverge:RANK:CALL (that rank sends that "
+     "call to NCCL while its peers redirect it)",
+     OFF(test_fault), 0, 0, NULL},
 };
 
 const symmpin_config_var *symmpin_config_vars(size_t *n) {

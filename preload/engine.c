@@ -7,6 +7,8 @@
 #include "preload/engine.h"
 
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,51 @@ typedef struct site_entry {
   UT_hash_handle hh;
 } site_entry;
 
+/* SYMMPIN_TEST_FAULT: one injected fault for the GPU suite (docs/config.md). */
+typedef enum fault_kind { FAULT_NONE, FAULT_SKIP, FAULT_DIVERGE } fault_kind;
+typedef struct test_fault {
+  fault_kind kind;
+  int rank;
+  uint64_t call;
+} test_fault;
+
+static test_fault fault_parse(const char *s) {
+  test_fault f = {FAULT_NONE, -1, 0};
+  char kind[16];
+  int rank = -1;
+  unsigned long long call = 0;
+  if (!s[0]) return f;
+  if (sscanf(s, "%15[a-z]:%d:%llu", kind, &rank, &call) == 3 && rank >= 0 && call > 0 &&
+      (!strcmp(kind, "skip") || !strcmp(kind, "diverge"))) {
+    f = (test_fault){!strcmp(kind, "skip") ? FAULT_SKIP : FAULT_DIVERGE, rank, call};
+    SYMMPIN_WARN("SYMMPIN_TEST_FAULT=%s: rank %d %s its all-reduce call %llu on each "
+                 "communicator (a test)", s, rank,
+                 f.kind == FAULT_SKIP ? "fails to launch" : "sends to NCCL", call);
+  } else {
+    SYMMPIN_WARN("SYMMPIN_TEST_FAULT=%s: not skip:RANK:CALL or diverge:RANK:CALL; ignored", s);
+  }
+  return f;
+}
+
+static test_fault the_fault;
+static void fault_init(void) { the_fault = fault_parse(symmpin_config_get()->test_fault); }
+
+static test_fault fault_get(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, fault_init);
+  return the_fault;
+}
+
+static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
+  test_fault f = fault_get();
+  return f.kind == kind && f.rank == c->rank && f.call == n;
+}
+
+/* How many route-log entries per peer a call compares, and an async-error query (which has time:
+ * the program's watchdog polls it). */
+#define ROUTE_CHECK_BUDGET_CALL 8u
+#define ROUTE_CHECK_BUDGET_QUERY 1024u
+
 struct symmpin_engine_comm {
   symmpin_agree *agree;      /* NULL when setup failed (then off_reason says why) */
   symmpin_reason off_reason;
@@ -35,7 +82,13 @@ struct symmpin_engine_comm {
   uint64_t timeout_cycles;
   bool timeout_reported;
   site_entry *site_of_key;   /* plan key -> call site, for keys seen while not redirected */
-  site_entry *pinned_sites;  /* call sites pinned on at least one stream */
+  site_entry *pinned_sites;  /* call sites pinned (statistics) */
+  cudaEvent_t splice_ev;     /* orders a call on another stream with its site's home stream */
+  /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
+   * an event recorded on it at the second call. */
+  void *first_stream;
+  cudaEvent_t first_ev;
+  enum { FIRST_NONE, FIRST_STREAM, FIRST_RECORDED, FIRST_DONE } first;
 };
 
 static site_entry *site_find(site_entry *set, uint64_t id) {
@@ -95,6 +148,37 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
     khz = 2000000; /* H100/H200 boost clock, kHz */
   e->timeout_cycles = symmpin_config_get()->kernel_timeout_ms * (uint64_t)khz; /* 0: no deadline */
   return SYMMPIN_OK;
+}
+
+/* The first call's stream, then (at a later call, never during its capture) an event on it:
+ * once that event has completed, so has the communicator's first all-reduce. */
+static void first_call_note(struct symmpin_engine_comm *e, uint64_t n, void *stream,
+                            bool capturing) {
+  if (n == 1 && !capturing) {
+    e->first_stream = stream;
+    e->first = FIRST_STREAM;
+  } else if (e->first == FIRST_STREAM && n > 1) {
+    e->first = FIRST_NONE; /* one try: never known is only slower (a timeout) */
+    if (symmpin_host_capturing(e->first_stream) == 0 &&
+        cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming) == cudaSuccess) {
+      if (cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream) == cudaSuccess)
+        e->first = FIRST_RECORDED;
+      else
+        cudaEventDestroy(e->first_ev);
+    }
+    cudaGetLastError();
+  }
+}
+
+static bool op_first_call_done(void *ctx) {
+  symmpin_comm *c = ctx;
+  struct symmpin_engine_comm *e = c->engine;
+  if (e->first == FIRST_RECORDED) {
+    cudaError_t q = cudaEventQuery(e->first_ev);
+    if (q == cudaSuccess) e->first = FIRST_DONE;
+    else if (q != cudaErrorNotReady) cudaGetLastError();
+  }
+  return e->first == FIRST_DONE;
 }
 
 static symmpin_status op_gpu_facts(void *ctx, symmpin_pool_facts *out) {
@@ -182,7 +266,8 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
       .warmup = (uint32_t)cfg->warmup, .mode = cfg->planner, .max_bytes = cfg->max_bytes,
       .timeout_ms = cfg->timeout_ms, .aborting = &c->aborting,
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
-              .reserve = op_reserve, .attach = op_attach, .settle = op_settle},
+              .reserve = op_reserve, .attach = op_attach, .settle = op_settle,
+              .first_call_done = op_first_call_done},
   };
   char why[200];
   int cur = -1;
@@ -231,6 +316,15 @@ static symmpin_reason stop_reason(symmpin_agree_stop s) {
   return s == SYMMPIN_AGREE_ERROR ? SYMMPIN_REASON_ERROR : SYMMPIN_REASON_COMM;
 }
 
+/* The communicator's error state (comm.h async_error), entered once: `code` is what
+ * ncclCommGetAsyncError and every later all-reduce report. Waiting kernels give up (their peers'
+ * calls no longer pair up with theirs), through the word an abort also uses. */
+static void enter_error(symmpin_comm *c, struct symmpin_engine_comm *e, int code) {
+  int none = 0;
+  atomic_compare_exchange_strong(&c->async_error, &none, code);
+  if (e->err_host) e->err_host->abort = 1;
+}
+
 static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e) {
   if (e->timeout_reported || !e->err_host || !e->err_host->timed_out || e->err_host->aborted)
     return;
@@ -241,14 +335,40 @@ static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e
                "The ranks called different all-reduces at that point, or rank %d stopped.",
                c->ordinal, c->rank, (unsigned long long)e->err_host->site,
                (int)e->err_host->peer, (int)e->err_host->peer);
+  /* The peers' kernels may wait for this rank's next call on that slot: tell them. */
+  if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_KERNEL_FAILED, c->allreduces);
 }
 
 void symmpin_engine_comm_report_failure(symmpin_comm *c) {
   if (c->engine) report_kernel_timeout(c, c->engine);
 }
 
+/* Read the board's alarm and compare route logs (the async-error query's share of the check). */
+void symmpin_engine_comm_poll(symmpin_comm *c) {
+  struct symmpin_engine_comm *e = c->engine;
+  symmpin_alarm al;
+  if (e && e->agree && symmpin_agree_route_check(e->agree, ROUTE_CHECK_BUDGET_QUERY, &al))
+    enter_error(c, e, SYMMPIN_NCCL_REMOTE_ERROR);
+}
+
+/* A call on a stream other than its site's home: after the home stream's work so far, and the
+ * home stream's later work after it, so that the slot (shared over time with the home stream's
+ * other sites) is never used by two unordered streams. No cycle can form: each wait is on work
+ * already enqueued. */
+static bool splice_before(struct symmpin_engine_comm *e, void *stream, void *home) {
+  if (!e->splice_ev && cudaEventCreateWithFlags(&e->splice_ev, cudaEventDisableTiming) != cudaSuccess)
+    return false;
+  return cudaEventRecord(e->splice_ev, (cudaStream_t)home) == cudaSuccess &&
+         cudaStreamWaitEvent((cudaStream_t)stream, e->splice_ev, 0) == cudaSuccess;
+}
+
+static bool splice_after(struct symmpin_engine_comm *e, void *stream, void *home) {
+  return cudaEventRecord(e->splice_ev, (cudaStream_t)stream) == cudaSuccess &&
+         cudaStreamWaitEvent((cudaStream_t)home, e->splice_ev, 0) == cudaSuccess;
+}
+
 static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
-                   const symmpin_plan_site *slot) {
+                   const symmpin_plan_site *slot, void *home) {
   const symmpin_allreduce_call *a = ec->call;
   symmpin_kernel_call k = {
       .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
@@ -263,9 +383,21 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != c->device) cudaSetDevice(c->device);
-  symmpin_status st = symmpin_kernel_launch(&k, a->stream);
+  bool ok = (!home || splice_before(e, a->stream, home)) &&
+            symmpin_kernel_launch(&k, a->stream) == SYMMPIN_OK &&
+            (!home || splice_after(e, a->stream, home));
+  if (!ok) cudaGetLastError();
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
-  return st == SYMMPIN_OK;
+  return ok;
+}
+
+/* Where a pinned site called off its home stream can be spliced: the home stream's handle, or
+ * NULL when it cannot (the call or the home stream is being captured: events recorded outside a
+ * capture cannot order it), and then the call goes to NCCL. */
+static void *home_stream_of(symmpin_comm *c, const symmpin_engine_call *ec, int home) {
+  if (ec->capturing || home < 0 || home >= c->nstreams) return NULL;
+  void *h = c->streams[home];
+  return symmpin_host_capturing(h) == 0 ? h : NULL;
 }
 
 bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
@@ -284,6 +416,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     return false;
   }
   const symmpin_allreduce_call *a = ec->call;
+  uint64_t n = c->allreduces;
+  first_call_note(e, n, a->stream, ec->capturing);
   symmpin_agree_call call = {
       .site = ec->site, .stream_ord = ec->stream_ord, .count = a->count, .dtype = a->dtype,
       .op = a->op, .in_place = a->send == a->recv, .capturing = ec->capturing,
@@ -292,7 +426,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
   };
   /* A stop ends the epochs, not an agreed plan: the peers keep redirecting its sites, so this rank
    * must too (sending them to NCCL would leave both sides waiting). */
-  if (symmpin_agree_step(e->agree, c->allreduces, &call))
+  if (symmpin_agree_step(e->agree, n, &call))
     stats_publish(c, e, symmpin_agree_plan(e->agree));
   const symmpin_plan *plan = symmpin_agree_plan(e->agree);
   uint64_t key = symmpin_agree_key(&call);
@@ -304,24 +438,40 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     return false;
   }
   const symmpin_plan_site *slot = NULL;
-  *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot));
+  int home = -1;
+  *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot, &home));
+  void *home_stream = NULL;
+  if (*reason == SYMMPIN_REASON_NONE && home >= 0 && !(home_stream = home_stream_of(c, ec, home)))
+    *reason = SYMMPIN_REASON_STREAM;
+  if (*reason == SYMMPIN_REASON_NONE && fault_hits(c, FAULT_DIVERGE, n))
+    *reason = SYMMPIN_REASON_DISAGREE; /* the test's divergent rank: NCCL, logged as such */
+  /* Log the route before anything can wait, then compare with the peers' logs. */
+  symmpin_agree_route_log(e->agree, n, &call, *reason == SYMMPIN_REASON_NONE ? slot : NULL);
+  symmpin_alarm al;
+  if (symmpin_agree_route_check(e->agree, ROUTE_CHECK_BUDGET_CALL, &al)) {
+    enter_error(c, e, SYMMPIN_NCCL_REMOTE_ERROR);
+    *rc = SYMMPIN_NCCL_REMOTE_ERROR;
+    *reason = SYMMPIN_REASON_ERROR;
+    return true;
+  }
   if (*reason != SYMMPIN_REASON_NONE) {
     site_add(&e->site_of_key, key, ec->site);
-    /* A site pinned on another stream: this stream is new to it (the safety net's count). A site
-     * first seen during capture: counted as capture (it gets a slot at an eager epoch). */
-    if (*reason == SYMMPIN_REASON_WARMUP && site_find(e->pinned_sites, ec->site))
-      *reason = SYMMPIN_REASON_STREAM;
-    else if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing)
-      *reason = SYMMPIN_REASON_CAPTURE;
+    /* A site first seen during capture: counted as capture (it gets a slot at an eager epoch). */
+    if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing) *reason = SYMMPIN_REASON_CAPTURE;
     return false;
   }
-  if (!launch(c, e, ec, slot)) {
-    /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. Report the
-     * failure to the program (ncclUnhandledCudaError); the peers' kernels time out naming this
-     * rank. */
-    SYMMPIN_WARN("comm %d rank %d: launching the all-reduce kernel for site %016llx failed",
-                 c->ordinal, c->rank, (unsigned long long)ec->site);
-    *rc = 1;
+  if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot, home_stream)) {
+    /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. This rank
+     * reports the failure (ncclUnhandledCudaError) and enters the error state, so it never
+     * launches a later call on this slot that the peers' waiting kernels would take for this
+     * one; the alarm tells the peers, whose kernels then give up instead of waiting. */
+    SYMMPIN_WARN("comm %d rank %d: launching the all-reduce kernel for site %016llx (call %llu) "
+                 "failed%s", c->ordinal, c->rank, (unsigned long long)ec->site,
+                 (unsigned long long)n, fault_hits(c, FAULT_SKIP, n) ? " (SYMMPIN_TEST_FAULT)" : "");
+    (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_LAUNCH_FAILED, n);
+    enter_error(c, e, SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR);
+    *rc = SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR;
+    *reason = SYMMPIN_REASON_ERROR;
     return true;
   }
   *rc = 0; /* ncclSuccess */
@@ -337,14 +487,59 @@ static void engine_free_host(struct symmpin_engine_comm *e) {
   free(e);
 }
 
+static void engine_free_gpu(symmpin_pool *pool, symmpin_kernel_error *err, cudaEvent_t splice,
+                            cudaEvent_t first) {
+  symmpin_pool_destroy(pool); /* synchronizes the device first: no kernel still uses it */
+  if (err) cudaFreeHost((void *)err);
+  if (splice) cudaEventDestroy(splice);
+  if (first) cudaEventDestroy(first);
+  cudaGetLastError();
+}
+
+/* What an abort leaves behind: the pool and the error record, which stuck kernels may still be
+ * reading when the abort returns. Freed at the next release of any communicator (which
+ * synchronizes the device anyway, and by then the aborted kernels, told to give up, have ended)
+ * or at exit, so that a job that aborts and re-creates communicators does not grow. */
+typedef struct grave {
+  symmpin_pool *pool;
+  symmpin_kernel_error *err;
+  cudaEvent_t splice, first;
+  struct grave *next;
+} grave;
+static pthread_mutex_t graves_lock = PTHREAD_MUTEX_INITIALIZER;
+static grave *graves;
+
+static void graves_free(void) {
+  pthread_mutex_lock(&graves_lock);
+  grave *g = graves;
+  graves = NULL;
+  pthread_mutex_unlock(&graves_lock);
+  while (g) {
+    grave *next = g->next;
+    engine_free_gpu(g->pool, g->err, g->splice, g->first);
+    free(g);
+    g = next;
+  }
+}
+
 /* ncclCommAbort: recovery from stuck kernels, which the abort word (set before the lock was taken,
  * preload.c) has already told to give up. No barrier and no CUDA call (a device sync would wait
- * for the very kernels being abandoned): the device memory and the host-mapped error record
- * (which a kernel may still be reading) are left to process exit. */
+ * for the very kernels being abandoned): the GPU state goes to the graves above. */
 void symmpin_engine_comm_abandon(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
+  atomic_store(&c->kernel_abort, NULL);
+  atomic_store(&c->kernel_failed, NULL);
+  grave *g = calloc(1, sizeof *g);
+  if (g) { /* out of memory: left to process exit, as before */
+    *g = (grave){.pool = e->pool, .err = e->err_host, .splice = e->splice_ev,
+                 .first = e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev};
+    pthread_mutex_lock(&graves_lock);
+    g->next = graves;
+    graves = g;
+    pthread_mutex_unlock(&graves_lock);
+  }
   engine_free_host(e);
 }
 
@@ -352,7 +547,10 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
  * done so: freeing memory a peer still maps is undefined in CUDA IPC. */
 void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
-  if (!e) return;
+  if (!e) {
+    graves_free();
+    return;
+  }
   c->engine = NULL;
   /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:
    * keep what the error record says, and stop pointing at it long before it is freed below (the
@@ -368,7 +566,8 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
     uint64_t limit = symmpin_config_get()->timeout_ms;
     (void)symmpin_agree_teardown_barrier(e->agree, limit < 2000 ? (unsigned)limit : 2000);
   }
-  symmpin_pool_destroy(e->pool); /* synchronizes the device first: no kernel still uses it */
-  if (e->err_host) cudaFreeHost((void *)e->err_host);
+  engine_free_gpu(e->pool, e->err_host, e->splice_ev,
+                  e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev);
   engine_free_host(e);
+  graves_free();
 }

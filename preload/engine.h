@@ -31,6 +31,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
 /* A kernel of c gave up waiting (the communicator is in error): log once which call site and
  * which peer. Caller holds c->lock. */
 void symmpin_engine_comm_report_failure(symmpin_comm *c);
+/* The async-error query's check: the board's alarm and the peers' route logs (agree.h); enters
+ * the error state on an alarm. Caller holds c->lock. */
+void symmpin_engine_comm_poll(symmpin_comm *c);
 /* The communicator ends (destroy/abort/finalize) or the process exits: release its state. */
 void symmpin_engine_comm_release(symmpin_comm *c);
 /* ncclCommAbort: drop the state without waiting for peers or the device (the kernels may be the

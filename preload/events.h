@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "planner/site.h" /* symmpin_site_where */
+
 /* Whether the wrappers report at all: false under SYMMPIN_DISABLE (the wrappers then call the
  * real function and nothing else). Reads the configuration on first use, so it is valid even for
  * calls made before the library's constructor ran. */
@@ -58,6 +60,8 @@ void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc);
 /* The ncclResult_t symmpin reports for a kernel that gave up waiting for a peer: ncclRemoteError
  * (interpose/nccl_wrap.c checks the number against nccl.h). */
 #define SYMMPIN_NCCL_REMOTE_ERROR 6
+/* ncclUnhandledCudaError: this rank could not launch a kernel its peers run. */
+#define SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR 1
 
 /* ncclCommGetAsyncError: the error symmpin holds for `comm` (an ncclResult_t; 0 = none), which
  * the wrapper reports when NCCL itself reports none. */
@@ -77,6 +81,7 @@ typedef struct symmpin_allreduce_call {
   void *comm;
   void *stream;
   uint64_t stack; /* module-relative hash of the caller's return addresses */
+  symmpin_site_where where; /* where the caller is, for reports (interpose/callsite.h); not hashed */
 } symmpin_allreduce_call;
 
 /* Decide an all-reduce. Returns true if symmpin took it (then *rc is the ncclResult_t to return);

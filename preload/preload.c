@@ -296,7 +296,15 @@ static int comm_async_error(symmpin_comm *c) {
 int symmpin_event_comm_async_error(void *comm) {
   if (!symmpin_events_enabled()) return 0;
   symmpin_comm *c = symmpin_comm_find(comm);
-  return c ? comm_async_error(c) : 0;
+  if (!c) return 0;
+  /* The program's watchdog (PyTorch's polls this) is how ranks blocked behind a divergent call
+   * learn of it: compare route logs and read the alarm here too. Never wait for the lock: a
+   * thread inside an all-reduce holds it and does the same check itself. */
+  if (!atomic_load(&c->async_error) && pthread_mutex_trylock(&c->lock) == 0) {
+    symmpin_engine_comm_poll(c);
+    pthread_mutex_unlock(&c->lock);
+  }
+  return comm_async_error(c);
 }
 
 /* ---- groups ---- */
@@ -329,7 +337,8 @@ static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_p
   const symmpin_allreduce_call *c = p->call;
   symmpin_comm *cm = p->comm;
   if (cm && cm->stats)
-    symmpin_stats_record(cm->stats, p->ec.site, c->count, c->dtype, c->op, p->reason);
+    symmpin_stats_record_at(cm->stats, p->ec.site, &c->where, c->count, c->dtype, c->op,
+                            p->reason);
   if (!symmpin_tracefile_on()) return;
   symmpin_trace_event ev;
   symmpin_tracefile_event_init(&ev, SYMMPIN_TRACE_ALL_REDUCE);
@@ -354,7 +363,7 @@ static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_p
   ev.capturing = p->ec.capturing;
   ev.path = path;
   ev.reason = p->reason;
-  symmpin_tracefile_add(&ev);
+  symmpin_tracefile_add_at(&ev, &c->where); /* with a "#where=" line for a new stack */
 }
 
 static void buffer_of(const void *addr, uint64_t *id, uint64_t *off) {

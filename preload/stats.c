@@ -11,7 +11,8 @@
 
 typedef struct stats_site {
   uint64_t site;
-  symmpin_stats_site_view v;
+  symmpin_stats_site_view v; /* v.where's strings live in where_mem */
+  char *where_mem;
   UT_hash_handle hh;
 } stats_site;
 
@@ -66,12 +67,32 @@ static stats_site *site_get(symmpin_stats_comm *sc, uint64_t site) {
   return s;
 }
 
+/* Keep a copy of the site's first known location (once per site; the caller's strings belong to
+ * the loader). Caller holds the lock. */
+static void site_where_keep(stats_site *s, const symmpin_site_where *w) {
+  if (s->where_mem || !symmpin_site_where_known(w)) return;
+  size_t lm = strlen(w->module) + 1, ls = w->symbol ? strlen(w->symbol) + 1 : 0;
+  char *mem = malloc(lm + ls);
+  if (!mem) return; /* only the location is lost */
+  memcpy(mem, w->module, lm);
+  if (ls) memcpy(mem + lm, w->symbol, ls);
+  s->where_mem = mem;
+  s->v.where = (symmpin_site_where){.module = mem, .symbol = ls ? mem + lm : NULL,
+                                    .offset = w->offset};
+}
+
 void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
                           symmpin_reason reason) {
+  symmpin_stats_record_at(sc, site, NULL, count, dtype, op, reason);
+}
+
+void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpin_site_where *where,
+                             uint64_t count, int dtype, int op, symmpin_reason reason) {
   if (!sc) return;
   pthread_mutex_lock(&sc->lock);
   stats_site *s = site_get(sc, site);
   if (s) {
+    site_where_keep(s, where);
     s->v.count = count;
     s->v.dtype = dtype;
     s->v.op = op;
@@ -170,12 +191,28 @@ void symmpin_stats_print(FILE *f) {
       for (int r = 1; r < SYMMPIN_REASON_COUNT; r++)
         if (s->v.reasons[r])
           fprintf(f, " %s=%" PRIu64, symmpin_reason_name((symmpin_reason)r), s->v.reasons[r]);
+      char where[256];
+      if (symmpin_site_where_format(&s->v.where, where, sizeof where)) fprintf(f, "  at %s", where);
       fputc('\n', f);
     }
     pthread_mutex_unlock(&c->lock);
   }
   pthread_mutex_unlock(&list_lock);
   free(v);
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
 }
 
 void symmpin_stats_write_json(FILE *f) {
@@ -210,6 +247,16 @@ void symmpin_stats_write_json(FILE *f) {
       if (s->v.has_slot)
         fprintf(f, ", \"slot\": {\"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
                 s->v.slot_offset, s->v.slot_bytes);
+      if (symmpin_site_where_known(&s->v.where)) {
+        fprintf(f, ", \"where\": {\"module\": ");
+        json_str(f, s->v.where.module);
+        fprintf(f, ", \"offset\": \"0x%" PRIx64 "\", \"symbol\": ", s->v.where.offset);
+        if (s->v.where.symbol)
+          json_str(f, s->v.where.symbol);
+        else
+          fputs("null", f);
+        fputc('}', f);
+      }
       fprintf(f, "}");
     }
     fprintf(f, "]}");
@@ -230,6 +277,7 @@ void symmpin_stats_reset(void) {
     stats_site *s, *tmp;
     HASH_ITER(hh, c->sites, s, tmp) {
       HASH_DEL(c->sites, s);
+      free(s->where_mem);
       free(s);
     }
     pthread_mutex_destroy(&c->lock);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "common/types.h"
+#include "planner/site.h"
 #include "preload/comm.h"
 #include "preload/reason.h"
 
@@ -23,6 +24,10 @@ void symmpin_stats_comm_set_rank(symmpin_stats_comm *sc, int rank, int nranks);
 /* One all-reduce at `site`: taken by symmpin (reason == SYMMPIN_REASON_NONE) or by NCCL. */
 void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
                           symmpin_reason reason);
+/* The same, with where the site is in the program (NULL or unknown: not known). The first known
+ * location of a site is copied and kept (the strings need not outlive the call). */
+void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpin_site_where *where,
+                             uint64_t count, int dtype, int op, symmpin_reason reason);
 
 /* For the engine, after a plan: the slot a site is pinned to... */
 void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes);
@@ -39,6 +44,7 @@ typedef struct symmpin_stats_site_view {
   uint64_t reasons[SYMMPIN_REASON_COUNT];
   bool has_slot;
   uint64_t slot_offset, slot_bytes;
+  symmpin_site_where where; /* unknown if never given; strings valid until symmpin_stats_reset */
 } symmpin_stats_site_view;
 bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out);
 

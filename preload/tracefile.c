@@ -1,4 +1,5 @@
-/* The process's trace file (tracefile.h): early-event buffer, then the planner's writer. */
+/* The process's trace file (tracefile.h): early-event buffer, then the planner's writer; and the
+ * set of stacks whose location was written (open addressing, filled once per stack). */
 #include "preload/tracefile.h"
 
 #include <errno.h>
@@ -27,6 +28,17 @@ static size_t early_cap, early_n;
 static symmpin_trace_writer *writer;
 static uint64_t start_mono_ns, start_unix_ns;
 
+/* Stacks described so far (0 = empty slot: stack hashes are never 0). Allocated at start, so a
+ * traced call never allocates; a location seen before the file opens waits here unwritten. */
+typedef struct where_slot {
+  uint64_t stack;
+  bool written;
+  symmpin_site_where where;
+} where_slot;
+static where_slot *wheres;
+#define WHERE_PROBES 64 /* slots tried per stack: a crowded table costs locations, not time */
+static bool wheres_full_noted;
+
 static __thread long tf_tid __attribute__((tls_model("initial-exec")));
 
 static uint64_t now_ns(clockid_t clk) {
@@ -42,7 +54,10 @@ symmpin_status symmpin_tracefile_start(const char *pattern, size_t early) {
     return SYMMPIN_ERR_INVALID;
   }
   symmpin_trace_event *ev = calloc(early, sizeof *ev);
+  where_slot *ws = calloc(SYMMPIN_TRACEFILE_WHERES, sizeof *ws); /* NULL: no locations, logged */
+  if (!ws) SYMMPIN_WARN("out of memory for the trace's call-site locations: none written");
   if (!ev) {
+    free(ws);
     SYMMPIN_WARN("out of memory for the trace buffer (%zu events)", early);
     return SYMMPIN_ERR_NOMEM;
   }
@@ -50,8 +65,11 @@ symmpin_status symmpin_tracefile_start(const char *pattern, size_t early) {
   if (atomic_load(&tf_state) != OFF) {
     pthread_mutex_unlock(&tf_lock);
     free(ev);
+    free(ws);
     return SYMMPIN_ERR_INVALID;
   }
+  wheres = ws;
+  wheres_full_noted = false;
   strcpy(tf_pattern, pattern);
   tf_path[0] = '\0';
   early_events = ev;
@@ -104,6 +122,11 @@ static void open_locked(int rank) {
     atomic_store(&tf_state, FAILED);
   } else {
     SYMMPIN_INFO("tracing to %s", tf_path);
+    for (size_t i = 0; wheres && i < SYMMPIN_TRACEFILE_WHERES; i++)
+      if (wheres[i].stack && !wheres[i].written) {
+        symmpin_trace_writer_add_where(writer, wheres[i].stack, &wheres[i].where);
+        wheres[i].written = true;
+      }
     for (size_t i = 0; i < early_n; i++) symmpin_trace_writer_add(writer, &early_events[i]);
     atomic_store(&tf_state, OPEN);
   }
@@ -119,10 +142,35 @@ void symmpin_tracefile_set_rank(int rank) {
   pthread_mutex_unlock(&tf_lock);
 }
 
-void symmpin_tracefile_add(symmpin_trace_event *ev) {
+/* Caller holds tf_lock, state BUFFERING or OPEN. Notes a stack's location the first time it is
+ * seen: written now when the file is open, else when it opens. */
+static void where_note(int s, uint64_t stack, const symmpin_site_where *where) {
+  if (!wheres || !stack || !symmpin_site_where_known(where)) return;
+  uint32_t mask = SYMMPIN_TRACEFILE_WHERES - 1, i0 = (uint32_t)(stack ^ stack >> 32) & mask;
+  for (uint32_t k = 0; k < WHERE_PROBES; k++) {
+    where_slot *w = &wheres[(i0 + k) & mask];
+    if (w->stack == stack) return;
+    if (w->stack) continue;
+    *w = (where_slot){.stack = stack, .where = *where};
+    if (s == OPEN) {
+      symmpin_trace_writer_add_where(writer, stack, where);
+      w->written = true;
+    }
+    return;
+  }
+  if (!wheres_full_noted) {
+    wheres_full_noted = true;
+    SYMMPIN_INFO("trace: call-site location table crowded; some stacks get no \"#where\" line");
+  }
+}
+
+void symmpin_tracefile_add(symmpin_trace_event *ev) { symmpin_tracefile_add_at(ev, NULL); }
+
+void symmpin_tracefile_add_at(symmpin_trace_event *ev, const symmpin_site_where *where) {
   if (!symmpin_tracefile_on()) return;
   pthread_mutex_lock(&tf_lock);
   int s = atomic_load(&tf_state);
+  if (where && (s == BUFFERING || s == OPEN)) where_note(s, ev->stack, where);
   if (s == BUFFERING) {
     if (early_n == early_cap) {
       SYMMPIN_INFO("trace buffer full (%zu events) before any communicator: opening with rank u",
@@ -153,6 +201,8 @@ void symmpin_tracefile_stop(void) {
   free(early_events);
   early_events = NULL;
   early_n = early_cap = 0;
+  free(wheres);
+  wheres = NULL;
   atomic_store(&tf_state, OFF);
   pthread_mutex_unlock(&tf_lock);
 }

@@ -11,6 +11,7 @@
 #include "planner/trace.h"
 
 #define SYMMPIN_TRACEFILE_EARLY_EVENTS 4096 /* events held before the rank is known */
+#define SYMMPIN_TRACEFILE_WHERES 4096       /* stacks whose location is written (power of two) */
 
 /* Start tracing to `pattern` (%r, %p, %h; planner/trace.h). `early` events are buffered before
  * the rank is known (0 = SYMMPIN_TRACEFILE_EARLY_EVENTS). */
@@ -23,6 +24,10 @@ void symmpin_tracefile_event_init(symmpin_trace_event *ev, symmpin_trace_call ca
  * Later calls do nothing. */
 void symmpin_tracefile_set_rank(int rank);
 void symmpin_tracefile_add(symmpin_trace_event *ev);
+/* The same, preceded the first time ev->stack is seen by a "#where=" line for it (when `where` is
+ * known). The location's strings must stay valid until the file is open (the loader's are). At
+ * most SYMMPIN_TRACEFILE_WHERES stacks are described per process; the rest get none. */
+void symmpin_tracefile_add_at(symmpin_trace_event *ev, const symmpin_site_where *where);
 void symmpin_tracefile_flush(void);
 /* Flush and close (opening with rank "u" first if no rank came). Tracing is off afterwards. */
 void symmpin_tracefile_stop(void);

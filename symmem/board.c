@@ -35,7 +35,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "board words must be lock-free to wo
 
 /* "SYMMPB" + layout version: a board of another layout is refused at once, not misread. */
 #define BOARD_MAGIC_BASE 0x42504d4d59530000ull
-#define BOARD_LAYOUT_VERSION 2u
+#define BOARD_LAYOUT_VERSION 3u
 #define BOARD_MAGIC (BOARD_MAGIC_BASE | BOARD_LAYOUT_VERSION)
 /* Verdicts live in a ring tagged by round: ranks never drift more than a round or two apart
  * (every round waits for all posts), so a ring this size never evicts a round still in use. */
@@ -94,6 +94,8 @@ struct board_hdr {
   uint32_t pad;
   /* (round << 32) | verdict, at round % BOARD_VERDICT_SLOTS */
   _Atomic uint64_t verdicts[BOARD_VERDICT_SLOTS];
+  /* The communicator's alarm (symmpin_board_alarm_raise): 0, or the first alarm raised. */
+  _Atomic uint64_t alarm;
 };
 
 /* One rank's control record; 64-byte aligned so ranks polling each other do not share lines
@@ -108,9 +110,29 @@ struct board_rank {
 };
 _Static_assert(sizeof(struct board_rank) == 64, "one cache line per rank");
 
+/* One route-log entry. `call` commits it: the writer clears it, fills the entry, then stores
+ * the call index with release; a reader accepts the entry only if it reads that same index
+ * before and after the other fields (a seqlock per entry). */
+struct board_route {
+  _Atomic uint64_t call;
+  _Atomic uint64_t sig;
+  _Atomic uint64_t site;
+  uint64_t pad;
+};
+
+/* One rank's route log: a ring of its last SYMMPIN_BOARD_ROUTE_SLOTS calls. Only the first
+ * SYMMPIN_BOARD_ROUTE_RANKS ranks have one (the kernels' rank limit: no larger communicator
+ * is ever redirected, so none needs it). */
+struct board_routes {
+  _Atomic uint64_t last; /* the highest call logged (0 = none) */
+  uint64_t pad[7];
+  struct board_route e[SYMMPIN_BOARD_ROUTE_SLOTS];
+};
+
 struct symmpin_board {
   struct board_hdr *hdr;
   struct board_rank *ranks;
+  struct board_routes *routes; /* board_route_ranks(nranks) of them */
   unsigned char *blobs;
   size_t map_bytes;
   int fd;               /* kept to reserve this rank's blob areas as posts grow */
@@ -124,8 +146,18 @@ static size_t board_align(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 static size_t board_ranks_offset(void) { return board_align(sizeof(struct board_hdr), 64); }
 
+static int board_route_ranks(int nranks) {
+  return nranks < SYMMPIN_BOARD_ROUTE_RANKS ? nranks : SYMMPIN_BOARD_ROUTE_RANKS;
+}
+
+static size_t board_routes_offset(int nranks) {
+  return board_align(board_ranks_offset() + (size_t)nranks * sizeof(struct board_rank), 64);
+}
+
 static size_t board_blobs_offset(int nranks) {
-  return board_align(board_ranks_offset() + (size_t)nranks * sizeof(struct board_rank), 4096);
+  return board_align(board_routes_offset(nranks) +
+                         (size_t)board_route_ranks(nranks) * sizeof(struct board_routes),
+                     4096);
 }
 
 static size_t board_total_bytes(int nranks) {
@@ -621,6 +653,7 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
   }
   b->hdr = map;
   b->ranks = (struct board_rank *)((unsigned char *)map + board_ranks_offset());
+  b->routes = (struct board_routes *)((unsigned char *)map + board_routes_offset(nranks));
   b->blobs = (unsigned char *)map + board_blobs_offset(nranks);
 
   if (creator) {
@@ -808,4 +841,55 @@ symmpin_verdict symmpin_board_verdict(symmpin_board *b, uint32_t round) {
   /* A slot reused by a later round: ranks cannot be that far apart in a working agreement, so
    * the safe answer is FAIL. */
   return evicted ? SYMMPIN_VERDICT_FAIL : v;
+}
+
+/* ---- attachment, route logs, alarm ------------------------------------------------------ */
+
+bool symmpin_board_rank_attached(symmpin_board *b, int r) {
+  if (!b || r < 0 || r >= b->nranks) return false;
+  return atomic_load_explicit(&b->ranks[r].attached, memory_order_acquire) != 0;
+}
+
+void symmpin_board_route_put(symmpin_board *b, uint64_t call, uint64_t sig, uint64_t site) {
+  if (!b || call == 0 || b->rank >= board_route_ranks(b->nranks)) return;
+  struct board_routes *mine = &b->routes[b->rank];
+  struct board_route *e = &mine->e[call % SYMMPIN_BOARD_ROUTE_SLOTS];
+  atomic_store_explicit(&e->call, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&e->sig, sig, memory_order_relaxed);
+  atomic_store_explicit(&e->site, site, memory_order_relaxed);
+  atomic_store_explicit(&e->call, call, memory_order_release);
+  atomic_store_explicit(&mine->last, call, memory_order_release);
+}
+
+uint64_t symmpin_board_route_last(symmpin_board *b, int r) {
+  if (!b || r < 0 || r >= board_route_ranks(b->nranks)) return 0;
+  return atomic_load_explicit(&b->routes[r].last, memory_order_acquire);
+}
+
+bool symmpin_board_route_get(symmpin_board *b, int r, uint64_t call, uint64_t *sig,
+                             uint64_t *site) {
+  if (!b || call == 0 || r < 0 || r >= board_route_ranks(b->nranks)) return false;
+  struct board_route *e = &b->routes[r].e[call % SYMMPIN_BOARD_ROUTE_SLOTS];
+  if (atomic_load_explicit(&e->call, memory_order_acquire) != call) return false;
+  uint64_t s = atomic_load_explicit(&e->sig, memory_order_relaxed);
+  uint64_t t = atomic_load_explicit(&e->site, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&e->call, memory_order_relaxed) != call) return false; /* rewritten */
+  *sig = s;
+  if (site) *site = t;
+  return true;
+}
+
+uint64_t symmpin_board_alarm_raise(symmpin_board *b, uint64_t alarm) {
+  if (!b || alarm == 0) return b ? symmpin_board_alarm(b) : 0;
+  uint64_t none = 0;
+  if (atomic_compare_exchange_strong_explicit(&b->hdr->alarm, &none, alarm, memory_order_acq_rel,
+                                              memory_order_acquire))
+    return alarm;
+  return none;
+}
+
+uint64_t symmpin_board_alarm(symmpin_board *b) {
+  return b ? atomic_load_explicit(&b->hdr->alarm, memory_order_acquire) : 0;
 }

@@ -97,4 +97,26 @@ const void *symmpin_board_blob(symmpin_board *b, uint32_t round, int r, size_t *
 symmpin_verdict symmpin_board_decide(symmpin_board *b, uint32_t round, symmpin_verdict proposal);
 symmpin_verdict symmpin_board_verdict(symmpin_board *b, uint32_t round);
 
+/* Whether rank r has opened the board (ranks open it at their first all-reduce). */
+bool symmpin_board_rank_attached(symmpin_board *b, int r);
+
+/* Route logs: every rank writes, without waiting, how it routed each all-reduce (call index,
+ * a signature of the route, the call site) into its own ring of the last
+ * SYMMPIN_BOARD_ROUTE_SLOTS calls; peers read them whenever they like and compare, so that ranks
+ * that routed one call differently are found without adding a wait to any call. Only ranks below
+ * SYMMPIN_BOARD_ROUTE_RANKS have a log (larger communicators are never redirected). A reader gets
+ * false for a call not (or no longer) in r's ring; what it reads is the peer's claim, only ever
+ * compared and printed. */
+#define SYMMPIN_BOARD_ROUTE_SLOTS 1024u
+#define SYMMPIN_BOARD_ROUTE_RANKS 8
+void symmpin_board_route_put(symmpin_board *b, uint64_t call, uint64_t sig, uint64_t site);
+uint64_t symmpin_board_route_last(symmpin_board *b, int r); /* 0 = nothing logged */
+bool symmpin_board_route_get(symmpin_board *b, int r, uint64_t call, uint64_t *sig,
+                             uint64_t *site);
+
+/* The communicator's alarm word: the first nonzero value raised stands (compare-and-swap), and
+ * every rank reads it with one load. Raise returns the alarm that stands. */
+uint64_t symmpin_board_alarm_raise(symmpin_board *b, uint64_t alarm);
+uint64_t symmpin_board_alarm(symmpin_board *b);
+
 #endif

@@ -8,7 +8,10 @@
  *   bench_setup.c   devices, buffers, NCCL windows and symmpin's pool: set-up and teardown
  *   bench_time.c    one size: launches, graph capture, the timed rounds
  *   bench_check.c   inputs and the result checks before and after timing
- *   bench_report.c  the header, tables, verdicts, CSV and the last line */
+ *   bench_report.c  the header, the per-size lines and CSV rows as the run goes, tables,
+ *                   verdicts and the last line
+ *   bench_format.c  those lines and rows as pure functions of numbers (bench_format.h; checked on
+ *                   the CPU by test_bench_format) */
 #ifndef SYMMPIN_BENCH_H
 #define SYMMPIN_BENCH_H
 
@@ -18,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/types.h"
 #include "kernels/allreduce.h"
@@ -97,6 +101,7 @@ typedef struct bench {
   int iters[MAX_SIZES];
   uint8_t *bad; /* [dtype][size][variant]: a result check failed on some rank */
   uint8_t *host_in, *host_out[V_COUNT];
+  FILE *csv; /* the reporter's CSV, written a size at a time (NULL: none) */
   char gpu_desc[SYMMPIN_KERNEL_MAX_RANKS][128];
   char no_pool_why[192];
 } bench;
@@ -157,11 +162,14 @@ void bench_run_size(bench *b, int di, int si);
 void bench_check_size(bench *b, int di, int si, int dtype, size_t count);
 void bench_recheck_size(bench *b, int di, int si, int dtype, size_t count);
 
-/* bench_report.c */
+/* bench_report.c (the reporter only, but bench_csv_usable) */
+int bench_csv_usable(const char *path); /* before the run: 0, or 2 after naming the problem */
 void bench_print_header(bench *b);
+void bench_report_begin(bench *b);              /* the column header; opens the CSV */
+void bench_report_size(bench *b, int d, int s); /* one line per mode, CSV rows, flushed */
 void bench_print_tables(bench *b);
 void bench_print_verdicts(bench *b);
-void bench_write_csv(bench *b);
+void bench_report_end(bench *b); /* closes the CSV */
 int bench_final_line(int passed, int failed);
 
 #endif

@@ -51,7 +51,8 @@ static void usage(void) {
          "  --sizes LIST    bytes, comma separated, K/M/G suffixes (default 8 .. 64M)\n"
          "  --dtypes LIST   bf16,f32 (default both)\n"
          "  --rounds R      alternating rounds per size, 1..%d (default 5; 2 with --quick)\n"
-         "  --csv PATH      where rank 0 writes the CSV (default symmpin-bench.csv)\n"
+         "  --csv PATH      where rank 0 writes the CSV, a size at a time (default\n"
+         "                  symmpin-bench.csv; scripts/plot_bench.py plots it)\n"
          "  --seed S        input data seed (default: random, printed)\n"
          "  --timeout S     host barriers and GPU waits give up after S seconds (default 120)\n"
          "  --quick         2 rounds and 1/5 of the calls (smoke test)\n"
@@ -276,15 +277,20 @@ static void bench_run(bench *b, const ncclUniqueId *id, symmpin_comm_key key) {
   if (b->reporter) {
     bench_print_header(b);
     if (!b->pool_ok) b->loc[0].failed++; /* no symmpin numbers: the run cannot judge anything */
+    bench_report_begin(b);
   }
 
-  for (int d = 0; d < b->o.ndtypes; d++)
-    for (int s = 0; s < b->o.nsizes; s++) bench_run_size(b, d, s);
+  for (int d = 0; d < b->o.ndtypes; d++) {
+    for (int s = 0; s < b->o.nsizes; s++) {
+      bench_run_size(b, d, s);
+      if (b->reporter) bench_report_size(b, d, s); /* as it goes: a line per mode, CSV rows */
+    }
+  }
 
   if (b->reporter) {
     bench_print_tables(b);
     bench_print_verdicts(b);
-    bench_write_csv(b);
+    bench_report_end(b);
     fflush(stdout);
   }
   bench_teardown(b);
@@ -362,6 +368,7 @@ int main(int argc, char **argv) {
   int rc = parse_opts(argc, argv, &o);
   if (rc >= 0) return rc;
   if (o.child_rank >= 0) return run_child(&o);
+  if ((rc = bench_csv_usable(o.csv)) != 0) return rc; /* before minutes of set-up, not after */
   if (!o.seed_set) {
     if (!symmpin_test_random_bytes(&o.seed, sizeof(o.seed))) bench_die("getrandom failed");
     o.seed_set = true;

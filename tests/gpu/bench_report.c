@@ -1,6 +1,8 @@
-/* symmpin-bench's report (rank 0): the header, the tables of best and median times, the verdict
- * block, the CSV, and the last line. docs/bench.md documents every line; scripts/gpu-suite.sh
- * reads the last one. */
+/* symmpin-bench's report (rank 0): the header; as the run goes, one line per (size, mode) in the
+ * style of NCCL's tests and the CSV rows of that size (bench_format.c formats both), flushed at
+ * once so that a long or interrupted run shows what it measured; then the tables of best and
+ * median times, the verdict block, and the last line. docs/bench.md documents every line;
+ * scripts/gpu-suite.sh reads the exit status. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -8,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "tests/gpu/bench.h"
+#include "tests/gpu/bench_format.h"
 
 const char *const bench_v_name[V_COUNT] = {"nccl", "nccl_win", "symmpin_staged", "symmpin_direct"};
 const char *const bench_v_short[V_COUNT] = {"nccl", "nccl_win", "staged", "direct"};
@@ -202,30 +208,93 @@ void bench_print_verdicts(bench *b) {
   }
 }
 
-void bench_write_csv(bench *b) {
-  FILE *f = fopen(b->o.csv, "w");
-  if (!f) {
-    fprintf(stderr, BENCH ": cannot write %s: %s\n", b->o.csv, strerror(errno));
-    b->loc[0].failed++;
-    return;
+/* --csv, checked before any GPU work: an existing file must be writable (it is not touched yet),
+ * a new one creatable (it is created and removed again). */
+int bench_csv_usable(const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      return symmpin_test_usage_error(BENCH, "cannot write --csv '%s': a directory", path);
+    if (access(path, W_OK) != 0)
+      return symmpin_test_usage_error(BENCH, "cannot write --csv '%s': %s", path, strerror(errno));
+    return 0;
   }
-  fprintf(f, "mode,dtype,bytes,variant,calls,rounds,best_us,median_us,ratio_best,ratio_median,"
-             "check_ok,samples_us\n");
-  for (int m = 0; m < M_COUNT; m++)
-    for (int d = 0; d < b->o.ndtypes; d++)
-      for (int s = 0; s < b->o.nsizes; s++)
-        for (int v = 0; v < V_COUNT; v++) {
-          fprintf(f, "%s,%s,%zu,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%d,", bench_m_name[m],
-                  symmpin_dtype_name(b->o.dtypes[d]), b->o.sizes[s], bench_v_name[v], b->iters[s],
-                  b->o.rounds, stat_of(b, m, d, s, v, ST_BEST), stat_of(b, m, d, s, v, ST_MEDIAN),
-                  ratio(b, m, d, s, NCCL_MASK, ST_BEST), ratio(b, m, d, s, NCCL_MASK, ST_MEDIAN),
-                  !*bad_at(b, d, s, v));
-          const double *p = us_at(b, m, d, s, v);
-          for (int r = 0; r < b->o.rounds; r++) fprintf(f, "%s%.4f", r ? ";" : "", p[r]);
-          fprintf(f, "\n");
-        }
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return symmpin_test_usage_error(BENCH, "cannot write --csv '%s': %s", path, strerror(errno));
+  fclose(f);
+  unlink(path);
+  return 0;
+}
+
+/* The implementations at one (mode, dtype, size), as bench_format.c takes them. */
+static bench_point point_of(bench *b, int m, int d, int s, bench_impl impl[V_COUNT]) {
+  for (int v = 0; v < V_COUNT; v++)
+    impl[v] = (bench_impl){.name = bench_v_name[v],
+                           .label = bench_v_short[v],
+                           .symmpin = (SYMM_MASK & (1u << v)) != 0,
+                           .best_us = stat_of(b, m, d, s, v, ST_BEST),
+                           .median_us = stat_of(b, m, d, s, v, ST_MEDIAN),
+                           .check_ok = !*bad_at(b, d, s, v),
+                           .samples_us = us_at(b, m, d, s, v),
+                           .nsamples = b->o.rounds};
+  size_t bytes = b->o.sizes[s];
+  return (bench_point){.mode = bench_m_name[m],
+                       .dtype = symmpin_dtype_name(b->o.dtypes[d]),
+                       .bytes = bytes,
+                       .count = bytes / symmpin_dtype_size(b->o.dtypes[d]),
+                       .nranks = b->n,
+                       .calls = b->iters[s],
+                       .rounds = b->o.rounds,
+                       .impl = impl,
+                       .nimpl = V_COUNT};
+}
+
+static void csv_failed(bench *b, const char *what) {
+  fprintf(stderr, BENCH ": %s %s: %s; no more CSV rows\n", what, b->o.csv, strerror(errno));
+  if (b->csv) fclose(b->csv);
+  b->csv = NULL;
+  b->loc[0].failed++;
+}
+
+void bench_report_begin(bench *b) {
+  char buf[2048];
+  bench_impl impl[V_COUNT];
+  bench_point p = point_of(b, 0, 0, 0, impl);
+  b->csv = fopen(b->o.csv, "w");
+  if (!b->csv)
+    csv_failed(b, "cannot write");
+  else if (bench_format_csv_header(buf, sizeof buf) < 0 || fputs(buf, b->csv) == EOF)
+    csv_failed(b, "writing");
+  printf("\n" BENCH ": per size as it runs: median of %d rounds; algbw = bytes / time, busbw = "
+         "algbw x 2(n-1)/n; ratio = min(staged, direct) / min(nccl, nccl_win); '!' = a result "
+         "check failed, '-' = not measured\n",
+         b->o.rounds);
+  if (bench_format_line_header(&p, buf, sizeof buf) > 0) fputs(buf, stdout);
+  fflush(stdout);
+}
+
+void bench_report_size(bench *b, int d, int s) {
+  if (b->o.sizes[s] % symmpin_dtype_size(b->o.dtypes[d])) return; /* not run: no line, no row */
+  char buf[2048];
+  for (int m = 0; m < M_COUNT; m++) {
+    bench_impl impl[V_COUNT];
+    bench_point p = point_of(b, m, d, s, impl);
+    if (bench_format_line(&p, buf, sizeof buf) > 0) fputs(buf, stdout);
+    for (int v = 0; v < V_COUNT && b->csv; v++)
+      if (bench_format_csv_row(&p, v, buf, sizeof buf) < 0 || fputs(buf, b->csv) == EOF)
+        csv_failed(b, "writing");
+  }
+  fflush(stdout);
+  if (b->csv && fflush(b->csv) != 0) csv_failed(b, "writing");
+}
+
+void bench_report_end(bench *b) {
+  if (!b->csv) return;
+  FILE *f = b->csv;
+  b->csv = NULL;
   if (fclose(f) != 0) {
-    fprintf(stderr, BENCH ": writing %s failed\n", b->o.csv);
+    fprintf(stderr, BENCH ": writing %s failed: %s\n", b->o.csv, strerror(errno));
     b->loc[0].failed++;
     return;
   }

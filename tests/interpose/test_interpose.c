@@ -5,6 +5,9 @@
  * found, missing NCCL fails cleanly; each checked by exit status, output and the trace written. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <inttypes.h>
+#include <link.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +90,77 @@ Test(callsite, depth_clamped) {
   symmpin_callsite_set_depth(1);
   uint64_t h1 = symmpin_callsite_stack(__builtin_return_address(0));
   cr_assert_neq(h4, h1);
+}
+
+/* The exported function of the fake 'user' library (another module, with a dynamic symbol), its
+ * symbol-table entry and the library's load bias. */
+typedef struct user_fn {
+  const char *addr;
+  const ElfW(Sym) *sym;
+  uintptr_t bias;
+} user_fn;
+
+static user_fn user_lib_fn(void) {
+  void *h = dlopen(spawn_path("SYMMPIN_TEST_USERLIB"), RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(h, "%s", dlerror());
+  user_fn u = {dlsym(h, "fakeuser_run"), NULL, 0};
+  cr_assert_not_null(u.addr);
+  struct link_map *lm = NULL;
+  cr_assert_eq(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
+  u.bias = (uintptr_t)lm->l_addr;
+  Dl_info info;
+  cr_assert(dladdr1(u.addr, &info, (void **)&u.sym, RTLD_DL_SYMENT) && u.sym);
+  cr_assert_gt(u.sym->st_size, 16, "fakeuser_run is %zu bytes", (size_t)u.sym->st_size);
+  return u; /* left loaded: the cache keeps the loader's strings */
+}
+
+Test(callsite, where_names_module_offset_and_symbol) {
+  user_fn u = user_lib_fn();
+  /* A return address 10 bytes into the function: the call instruction ends at +9. */
+  symmpin_site_where w;
+  cr_assert(symmpin_callsite_frame_where(u.addr + 10, &w));
+  char mod[512];
+  snprintf(mod, sizeof mod, "%s", w.module);
+  cr_assert_str_eq(basename(mod), "libfakeuser.so");
+  cr_assert_str_eq(w.module, spawn_path("SYMMPIN_TEST_USERLIB")); /* the path it was loaded by */
+  cr_assert_not_null(w.symbol);
+  cr_assert_str_eq(w.symbol, "fakeuser_run");
+  /* The module's own address of the call (what addr2line takes): symbol value + 9. */
+  cr_assert_eq(w.offset, (uint64_t)u.sym->st_value + 9, "offset 0x%" PRIx64, w.offset);
+  cr_assert_eq(w.offset, (uint64_t)((uintptr_t)u.addr + 9 - u.bias));
+  /* Cached: the same answer, the same strings. */
+  symmpin_site_where again;
+  cr_assert(symmpin_callsite_frame_where(u.addr + 10, &again));
+  cr_assert_eq(again.module, w.module);
+  cr_assert_eq(again.offset, w.offset);
+  /* A return address just past the function's first byte still names it (the call is at -1). */
+  cr_assert(symmpin_callsite_frame_where(u.addr + 1, &again));
+  cr_assert_str_eq(again.symbol, "fakeuser_run");
+}
+
+Test(callsite, where_is_the_first_frame_outside_libsymmpin) {
+  user_fn u = user_lib_fn();
+  symmpin_site_where w;
+  /* Our own code (this executable stands for libsymmpin) has no location... */
+  cr_assert(!symmpin_callsite_frame_where((const char *)&local_code + 1, &w));
+  cr_assert_null(w.module);
+  /* ...and is skipped: [ours, user, libc] locates the user frame, with the hash unchanged. */
+  void *frames[3] = {(char *)&local_code + 1, (void *)(u.addr + 10), (char *)&strtol + 1};
+  uint64_t h = symmpin_callsite_hash_frames_where(frames, 3, &w);
+  cr_assert_eq(h, symmpin_callsite_hash_frames(frames, 3));
+  cr_assert_str_eq(w.symbol, "fakeuser_run");
+  cr_assert_eq(w.offset, (uint64_t)u.sym->st_value + 9);
+  /* Only ours: no location. */
+  symmpin_callsite_hash_frames_where(frames, 1, &w);
+  cr_assert(!symmpin_site_where_known(&w));
+  /* Depth 1 from a real return address: this test's caller, in Criterion's library. */
+  symmpin_callsite_set_depth(1);
+  cr_assert_eq(symmpin_callsite_stack_where(__builtin_return_address(0), &w),
+               symmpin_callsite_stack(__builtin_return_address(0)));
+  cr_assert(symmpin_site_where_known(&w));
+  char mod[512];
+  snprintf(mod, sizeof mod, "%s", w.module);
+  cr_assert(strstr(basename(mod), "criterion"), "%s", w.module);
 }
 
 Test(real, lookup_and_ours) {
@@ -439,4 +513,111 @@ Test(preloaded, nccl_not_loaded_fails_cleanly, .timeout = 30) {
   cr_assert_eq(r.status, 0, "%s", r.out);
   cr_assert(strstr(r.out, "rc=2 value=1"), "%s", r.out); /* ncclSystemError, buffer untouched */
   cr_assert(strstr(r.out, "cannot find the real ncclAllReduce"), "%s", r.out);
+}
+
+/* ---- where call sites are: traces and statistics ---- */
+
+/* addr2line's function name for module+offset ("" if it cannot tell). */
+static void addr2line_fn(const char *module, uint64_t offset, char *out, size_t cap) {
+  char cmd[1024];
+  out[0] = '\0';
+  snprintf(cmd, sizeof cmd, "addr2line -f -e '%s' 0x%" PRIx64 " 2>/dev/null", module, offset);
+  FILE *p = popen(cmd, "r");
+  if (!p) return;
+  if (fgets(out, (int)cap, p)) out[strcspn(out, "\n")] = '\0';
+  pclose(p);
+}
+
+Test(preloaded, trace_locates_sites_in_the_program, .timeout = 30) {
+  run_ctx x;
+  spawn_result *r = app(&x, "basic", true, NULL, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  cr_assert_gt(tf.nwheres, 0, "no #where lines");
+  const symmpin_trace_event *a0 = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 0);
+  const symmpin_trace_event *b0 = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 4); /* site_b */
+  const symmpin_site_where *wa = symmpin_trace_file_where(&tf, a0->stack);
+  const symmpin_site_where *wb = symmpin_trace_file_where(&tf, b0->stack);
+  cr_assert_not_null(wa);
+  cr_assert_not_null(wb);
+  /* The main program, by its absolute path (not argv[0]); static functions export no symbol. */
+  char mod[512];
+  snprintf(mod, sizeof mod, "%s", wa->module);
+  cr_assert_eq(wa->module[0], '/', "%s", wa->module);
+  cr_assert_str_eq(basename(mod), "fake_app");
+  cr_assert_str_eq(wa->module, wb->module);
+  cr_assert_neq(wa->offset, wb->offset);
+  /* Every all-reduce's stack is located. */
+  for (size_t i = 0; i < tf.nevents; i++)
+    if (tf.events[i].call == SYMMPIN_TRACE_ALL_REDUCE)
+      cr_assert_not_null(symmpin_trace_file_where(&tf, tf.events[i].stack), "event %zu", i);
+  /* addr2line takes module and offset as they are. */
+  char fn[256];
+  addr2line_fn(wa->module, wa->offset, fn, sizeof fn);
+  cr_assert_str_eq(fn, "site_a");
+  addr2line_fn(wb->module, wb->offset, fn, sizeof fn);
+  cr_assert_str_eq(fn, "site_b");
+  symmpin_trace_file_free(&tf);
+}
+
+static void read_small_file(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "%s", path);
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+}
+
+Test(preloaded, stats_and_trace_name_a_library_caller, .timeout = 30) {
+  /* The fake user library's fakeuser_run calls ncclAllReduce: a real caller in another module,
+   * with an exported symbol. */
+  user_fn u = user_lib_fn();
+  char dir[256], trace_env[512], stats_env[512];
+  spawn_tmpdir(dir, sizeof dir);
+  snprintf(trace_env, sizeof trace_env, "SYMMPIN_TRACE=%s/trace.%%r.%%p", dir);
+  snprintf(stats_env, sizeof stats_env, "SYMMPIN_STATS_FILE=%s/stats.%%r.json", dir);
+  const char *env[] = {trace_env, stats_env, "SYMMPIN_STATS=1", "SYMMPIN_TIMEOUT_MS=200", NULL};
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "local",
+                  (char *)spawn_path("SYMMPIN_TEST_USERLIB"), NULL};
+  spawn_result r;
+  cr_assert(spawn_run(argv, env, true, &r));
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  cr_assert(strstr(r.out, "rc=0 value=3"), "%s", r.out);
+
+  /* The trace: the all-reduce's stack located in fakeuser_run, inside its symbol's bytes. */
+  char path[512];
+  cr_assert(spawn_find(dir, "trace.", path, sizeof path));
+  symmpin_trace_file tf;
+  cr_assert_eq(symmpin_trace_read(path, &tf), SYMMPIN_OK);
+  const symmpin_trace_event *ar = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, 0);
+  cr_assert_not_null(ar);
+  const symmpin_site_where *w = symmpin_trace_file_where(&tf, ar->stack);
+  cr_assert_not_null(w, "no location for the all-reduce's stack");
+  cr_assert_str_eq(w->module, spawn_path("SYMMPIN_TEST_USERLIB"));
+  cr_assert_not_null(w->symbol);
+  cr_assert_str_eq(w->symbol, "fakeuser_run");
+  cr_assert(w->offset > u.sym->st_value && w->offset < u.sym->st_value + u.sym->st_size,
+            "offset 0x%" PRIx64 " outside fakeuser_run", w->offset);
+  char fn[256];
+  addr2line_fn(w->module, w->offset, fn, sizeof fn);
+  cr_assert_str_eq(fn, "fakeuser_run");
+
+  /* The table (where the log goes): the site's row ends with its location. */
+  char want[256];
+  snprintf(want, sizeof want, "  at libfakeuser.so+0x%" PRIx64 " (fakeuser_run)\n", w->offset);
+  cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+
+  /* The JSON: a "where" object on the site, the rest unchanged. */
+  cr_assert(spawn_find(dir, "stats.0.json", path, sizeof path), "no stats file in %s", dir);
+  static char json[65536];
+  read_small_file(path, json, sizeof json);
+  snprintf(want, sizeof want,
+           "\"where\": {\"module\": \"%s\", \"offset\": \"0x%" PRIx64
+           "\", \"symbol\": \"fakeuser_run\"}}",
+           spawn_path("SYMMPIN_TEST_USERLIB"), w->offset);
+  cr_assert(strstr(json, want), "no '%s' in:\n%s", want, json);
+  cr_assert(strstr(json, "\"count\": 16, \"dtype\": \"f32\", \"op\": \"sum\", \"calls\": 1"),
+            "%s", json);
+  symmpin_trace_file_free(&tf);
 }

@@ -157,3 +157,43 @@ Test(record, groups_renumbered_and_blob_roundtrip) {
   cr_assert_eq(r.calls[0].group, 1); /* numbering restarts with the record */
   symmpin_record_free(&r);
 }
+
+/* ---- locations for people ---- */
+
+Test(site_where, format) {
+  char buf[128];
+  symmpin_site_where w = {"/opt/lib/libtorch_cuda.so", "_ZN4c10d9allreduceEv", 0x1a2b3c};
+  cr_assert(symmpin_site_where_known(&w));
+  cr_assert_eq(symmpin_site_where_format(&w, buf, sizeof buf), strlen(buf));
+  cr_assert_str_eq(buf, "libtorch_cuda.so+0x1a2b3c (_ZN4c10d9allreduceEv)");
+  w.symbol = NULL;
+  symmpin_site_where_format(&w, buf, sizeof buf);
+  cr_assert_str_eq(buf, "libtorch_cuda.so+0x1a2b3c");
+  symmpin_site_where plain = {"prog", "main", 0x10}; /* no directory */
+  symmpin_site_where_format(&plain, buf, sizeof buf);
+  cr_assert_str_eq(buf, "prog+0x10 (main)");
+  /* Unknown: nothing at all, so reports print nothing extra. */
+  symmpin_site_where none = {NULL, "main", 0x10}, empty = {"", NULL, 0};
+  cr_assert(!symmpin_site_where_known(&none) && !symmpin_site_where_known(&empty));
+  cr_assert(!symmpin_site_where_known(NULL));
+  strcpy(buf, "junk");
+  cr_assert_eq(symmpin_site_where_format(&none, buf, sizeof buf), 0);
+  cr_assert_str_eq(buf, "");
+  cr_assert_eq(symmpin_site_where_format(NULL, buf, sizeof buf), 0);
+}
+
+Test(site_where, format_cuts_the_symbol) {
+  symmpin_site_where w = {"/x/libfoo.so", "a_very_long_symbol_name_indeed", 0xff};
+  char buf[32];
+  size_t n = symmpin_site_where_format(&w, buf, sizeof buf);
+  cr_assert_eq(n, sizeof buf - 1);
+  cr_assert_eq(strlen(buf), n);
+  cr_assert_str_eq(buf, "libfoo.so+0xff (a_very_long...)");
+  /* Too small for any of the symbol: module and offset only. */
+  char small[19];
+  symmpin_site_where_format(&w, small, sizeof small);
+  cr_assert_str_eq(small, "libfoo.so+0xff");
+  char tiny[8];
+  symmpin_site_where_format(&w, tiny, sizeof tiny);
+  cr_assert_str_eq(tiny, "libfoo.");
+}

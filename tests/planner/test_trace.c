@@ -1,6 +1,7 @@
 /* The trace: every field round-trips through format/parse and through a file written by the
  * buffered writer (also from several threads); readers skip unknown keys, keep unknown calls,
- * reject malformed lines and count them; path patterns expand. */
+ * reject malformed lines and count them; path patterns expand. Call-site locations ("#where="
+ * lines) round-trip, encoded, and traces without them still read. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -345,4 +346,131 @@ Test(trace, call_names) {
     if (c) cr_assert_eq(symmpin_trace_call_from_name(n), c);
   }
   cr_assert_eq(symmpin_trace_call_from_name("ncclSomethingNew"), SYMMPIN_TRACE_UNKNOWN);
+}
+
+/* ---- call-site locations ("#where=" lines) ---- */
+
+Test(trace_where, file_roundtrip_encoded) {
+  const char *path = tmp_path("where.trace");
+  symmpin_trace_header h = {.version = 1, .rank = 0};
+  symmpin_trace_writer *w;
+  cr_assert_eq(symmpin_trace_writer_open(path, &h, &w), SYMMPIN_OK);
+  /* A path with a space and a '%', a symbol; a module without symbol; an unknown location. */
+  symmpin_site_where a = {"/opt/my app/100%/libtrain.so", "_ZN5train4stepEv", 0x1a2b3b};
+  symmpin_site_where b = {"/usr/bin/prog", NULL, 0x401136};
+  symmpin_site_where none = {NULL, "ignored", 5};
+  cr_assert_eq(symmpin_trace_writer_add_where(w, 0x5747c, &a), SYMMPIN_OK);
+  symmpin_trace_event ev = full_allreduce();
+  ev.stack = 0x5747c;
+  cr_assert_eq(symmpin_trace_writer_add(w, &ev), SYMMPIN_OK);
+  cr_assert_eq(symmpin_trace_writer_add_where(w, 0xb0b, &b), SYMMPIN_OK);
+  cr_assert_eq(symmpin_trace_writer_add_where(w, 0xdead, &none), SYMMPIN_OK); /* writes nothing */
+  symmpin_trace_writer_close(w);
+
+  /* The line as documented: stack, encoded module + offset, symbol. */
+  FILE *fp = fopen(path, "r");
+  char text[4096];
+  size_t n = fread(text, 1, sizeof(text) - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  cr_assert(strstr(text, "\n#where=0x5747c /opt/my%20app/100%25/libtrain.so+0x1a2b3b "
+                         "_ZN5train4stepEv\n"), "%s", text);
+  cr_assert(strstr(text, "\n#where=0xb0b /usr/bin/prog+0x401136\n"), "%s", text);
+  cr_assert_null(strstr(text, "0xdead"), "%s", text);
+
+  symmpin_trace_file f;
+  cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_OK);
+  cr_assert_eq(f.skipped, 0);
+  cr_assert_eq(f.nevents, 1); /* locations are not events: seq and counts unchanged */
+  cr_assert_eq(f.events[0].seq, 1);
+  cr_assert_eq(f.nwheres, 2);
+  const symmpin_site_where *ra = symmpin_trace_file_where(&f, 0x5747c);
+  cr_assert_not_null(ra);
+  cr_assert_str_eq(ra->module, a.module);
+  cr_assert_str_eq(ra->symbol, a.symbol);
+  cr_assert_eq(ra->offset, a.offset);
+  const symmpin_site_where *rb = symmpin_trace_file_where(&f, 0xb0b);
+  cr_assert_not_null(rb);
+  cr_assert_str_eq(rb->module, "/usr/bin/prog");
+  cr_assert_null(rb->symbol);
+  cr_assert_eq(rb->offset, 0x401136);
+  cr_assert_null(symmpin_trace_file_where(&f, 0xdead));
+  cr_assert_null(symmpin_trace_file_where(&f, 0x1));
+  symmpin_trace_file_free(&f);
+  cr_assert_eq(f.nwheres, 0);
+  unlink(path);
+}
+
+Test(trace_where, old_trace_without_locations_reads) {
+  /* A version-1 trace from before "#where=" lines: same events, no locations, nothing skipped. */
+  const char *path = tmp_path("old.trace");
+  write_text(path,
+             "#symmpin-trace 1\n#host=h\n#pid=1\n#rank=0\n#program=p\n#start_unix_ns=1\n"
+             "#fields=seq t_ns tid call key=value...\n"
+             "1 10 5 ncclCommInitRank rc=0 dev=0 stack=0x1417 comm=0 key_hi=0x1 key_lo=0x2 rank=0 "
+             "nranks=2\n"
+             "2 11 5 ncclAllReduce rc=0 dev=0 stack=0x5747c comm=0 rank=0 nranks=2 site=0xab "
+             "count=8 dtype=f32 op=sum\n");
+  symmpin_trace_file f;
+  cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_OK);
+  cr_assert_eq(f.nevents, 2);
+  cr_assert_eq(f.skipped, 0);
+  cr_assert_eq(f.nwheres, 0);
+  cr_assert_null(f.wheres);
+  cr_assert_null(symmpin_trace_file_where(&f, 0x5747c));
+  symmpin_trace_file_free(&f);
+  unlink(path);
+}
+
+Test(trace_where, reader_last_wins_sorted_and_malformed_counted) {
+  const char *path = tmp_path("wm.trace");
+  write_text(path,
+             "#symmpin-trace 1\n"
+             "#where=0x30 /lib/c.so+0x3 c future=1\n" /* extra tokens ignored */
+             "#where=0x10 /lib/a.so+0x1\n"
+             "#where=0x20 /lib/b.so+0x2 b\n"
+             "#where=0x10 /lib/a2.so+0x11 a2\n"       /* the same stack again: the last wins */
+             "#where=0x40 /lib/d.so\n"                /* no offset */
+             "#where=0x50 +0x5 e\n"                   /* no module */
+             "#where=zz /lib/f.so+0x6\n"              /* bad stack */
+             "#where=0x70 /lib/g%2.so+0x7\n"          /* bad escape */
+             "#where=0x80 /lib/h.so+0x8 h%0\n"        /* bad escape in the symbol */
+             "#where=0x90\n"                          /* nothing */
+             "1 1 1 ncclGroupStart rc=0 depth=1\n"
+             "#where=0xa0 /lib/i.so+0xa"); /* cut by a crash */
+  symmpin_trace_file f;
+  cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_OK);
+  cr_assert_eq(f.nevents, 1);
+  cr_assert_eq(f.skipped, 7);
+  cr_assert_eq(f.nwheres, 3);
+  for (size_t i = 1; i < f.nwheres; i++) cr_assert_lt(f.wheres[i - 1].stack, f.wheres[i].stack);
+  const symmpin_site_where *a = symmpin_trace_file_where(&f, 0x10);
+  cr_assert_str_eq(a->module, "/lib/a2.so");
+  cr_assert_str_eq(a->symbol, "a2");
+  cr_assert_eq(a->offset, 0x11);
+  cr_assert_str_eq(symmpin_trace_file_where(&f, 0x30)->symbol, "c");
+  cr_assert_null(symmpin_trace_file_where(&f, 0xa0));
+  symmpin_trace_file_free(&f);
+  unlink(path);
+}
+
+Test(trace_where, format_cuts_long_symbols_only) {
+  char sym[3000];
+  memset(sym, 'x', sizeof(sym) - 1);
+  sym[sizeof(sym) - 1] = '\0';
+  symmpin_site_where w = {"/lib/libz.so", sym, 0x10};
+  char buf[SYMMPIN_TRACE_WHERE_MAX];
+  int n = symmpin_trace_format_where(0x1, &w, buf, sizeof(buf));
+  cr_assert_gt(n, 0);
+  cr_assert_leq((size_t)n, sizeof(buf));
+  cr_assert_eq(strncmp(buf, "#where=0x1 /lib/libz.so+0x10 xxx", 32), 0);
+  /* A module path that cannot fit gives no line at all (never a wrong one). */
+  char mod[3000];
+  memset(mod, 'm', sizeof(mod) - 1);
+  mod[0] = '/';
+  mod[sizeof(mod) - 1] = '\0';
+  symmpin_site_where big = {mod, "f", 0x10};
+  cr_assert_eq(symmpin_trace_format_where(0x1, &big, buf, sizeof(buf)), -1);
+  symmpin_site_where unknown = {"", "f", 0x10};
+  cr_assert_eq(symmpin_trace_format_where(0x1, &unknown, buf, sizeof(buf)), -1);
 }

@@ -29,7 +29,7 @@
 #include "preload/agree.h"
 
 #define MAX_TEST_RANKS 8
-#define MAX_CALLS 512
+#define MAX_CALLS 1024
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -126,6 +126,14 @@ typedef struct world {
   uint64_t pause_at[MAX_TEST_RANKS];
   uint64_t stop_after[MAX_TEST_RANKS]; /* rank r makes no calls after this one (0 = all) */
   unsigned start_delay_ms[MAX_TEST_RANKS];
+  bool absent[MAX_TEST_RANKS];  /* rank r is on "another host": never opens the board */
+  bool first_call_done;         /* what ops.first_call_done answers */
+  /* route logs: rank r routes call diverge_at[r] to NCCL while the plan pins it (0 = never);
+   * alarm_at[r] = the call at which rank r's route check first reported the alarm */
+  bool route_logs;
+  uint64_t diverge_at[MAX_TEST_RANKS];
+  uint64_t alarm_at[MAX_TEST_RANKS];
+  symmpin_alarm alarm[MAX_TEST_RANKS];
   _Atomic int release;
   _Atomic int aborting;
   _Atomic uint64_t progress[MAX_TEST_RANKS]; /* calls completed */
@@ -160,6 +168,11 @@ static void world_loop(world *w, int sites, size_t ncalls) {
           .count = 256 * (1 + i % (size_t)sites), .dtype = SYMMPIN_BFLOAT16, .op = SYMMPIN_SUM};
 }
 
+static bool fake_first_call_done(void *ctx) {
+  fake_rank *f = ctx;
+  return f->w->first_call_done;
+}
+
 static void run_one_step(world *w, int rank, uint64_t n) {
   symmpin_agree *a = w->agree[rank];
   uint64_t t0 = now_ms();
@@ -169,6 +182,14 @@ static void run_one_step(world *w, int rank, uint64_t n) {
     w->go_at[rank][w->ngo[rank]++] = n;
   uint64_t dt = now_ms() - t0;
   if (stopped_before && dt > w->slowest_step_ms[rank]) w->slowest_step_ms[rank] = dt;
+  if (w->route_logs && symmpin_agree_plan(a)) {
+    const symmpin_plan_site *slot = NULL;
+    int home = -1;
+    (void)symmpin_agree_route(a, &w->calls[rank][n - 1], &slot, &home);
+    symmpin_agree_route_log(a, n, &w->calls[rank][n - 1], w->diverge_at[rank] == n ? NULL : slot);
+    if (!w->alarm_at[rank] && symmpin_agree_route_check(a, 8, &w->alarm[rank]))
+      w->alarm_at[rank] = n;
+  }
   atomic_store(&w->progress[rank], n);
 }
 
@@ -193,7 +214,7 @@ static symmpin_agree *open_rank(world *w, int rank) {
       .aborting = &w->aborting,
       .ops = {.ctx = &w->fakes[rank], .gpu_facts = fake_facts, .check_peers = fake_check_peers,
               .reserve = fake_reserve, .attach = fake_attach, .settle = fake_settle,
-              .gave_up = fake_gave_up},
+              .gave_up = fake_gave_up, .first_call_done = fake_first_call_done},
   };
   symmpin_agree *a = NULL;
   cr_assert_eq(symmpin_agree_open(&p, &a), SYMMPIN_OK);
@@ -203,13 +224,21 @@ static symmpin_agree *open_rank(world *w, int rank) {
 static void world_run(world *w) {
   pthread_t t[MAX_TEST_RANKS];
   rank_arg args[MAX_TEST_RANKS];
-  for (int k = 0; k < w->nranks; k++) w->agree[k] = open_rank(w, k);
+  for (int k = 0; k < w->nranks; k++)
+    if (!w->absent[k]) w->agree[k] = open_rank(w, k);
   for (int k = 0; k < w->nranks; k++) {
     args[k] = (rank_arg){w, k};
-    cr_assert_eq(pthread_create(&t[k], NULL, rank_main, &args[k]), 0);
+    if (!w->absent[k]) cr_assert_eq(pthread_create(&t[k], NULL, rank_main, &args[k]), 0);
   }
-  for (int k = 0; k < w->nranks; k++) pthread_join(t[k], NULL);
+  for (int k = 0; k < w->nranks; k++)
+    if (!w->absent[k]) pthread_join(t[k], NULL);
+  /* The async-error query's check, after every rank's last call (the watchdog's view). */
+  for (int k = 0; k < w->nranks; k++)
+    if (w->route_logs && !w->absent[k] && !w->alarm_at[k] &&
+        symmpin_agree_route_check(w->agree[k], 1024, &w->alarm[k]))
+      w->alarm_at[k] = UINT64_MAX;
   for (int k = 0; k < w->nranks; k++) {
+    if (w->absent[k]) continue;
     const symmpin_plan *p = symmpin_agree_plan(w->agree[k]);
     w->has_plan[k] = p != NULL;
     w->digest[k] = p ? p->digest : 0;
@@ -306,8 +335,9 @@ Test(agree, wait_expiring_as_the_last_post_lands_still_adopts_the_plan, .timeout
   }
 }
 
-/* The same race on the first record round: rank 0 gives up on rank 1's record (not one host's),
- * and rank 1 posts it at that moment. Both must end stopped, without a plan. */
+/* The same race on the first record round: rank 0 gives up on rank 1's record, and rank 1
+ * (on this host: it opened the board, only busy) posts it at that moment. Both must end the epoch
+ * alike, failed, and agree at the retry: a busy peer costs one epoch, not symmpin for the run. */
 static void let_peer_post_record(fake_rank *f, uint32_t round) {
   world *w = f->w;
   (void)round;
@@ -316,16 +346,45 @@ static void let_peer_post_record(fake_rank *f, uint32_t round) {
   while (atomic_load(&w->progress[1]) < w->pause_at[1]) usleep(1000);
 }
 
-Test(agree, first_record_posted_at_the_deadline_stops_both_ranks, .timeout = 60) {
+Test(agree, first_record_posted_at_the_deadline_fails_one_epoch_then_agrees, .timeout = 60) {
   world_init(&W, 2, 64, 300);
-  world_loop(&W, 4, 40);
+  world_loop(&W, 4, 160);
   W.pause_at[1] = 16; /* rank 1 holds its closing call (the record post) */
   W.fakes[0].gave_up = let_peer_post_record;
   world_run(&W);
   cr_assert(atomic_load(&W.release), "rank 0 never gave up: the scenario did not happen");
   assert_same_everywhere(&W);
+  cr_assert(W.has_plan[0], "the retry agreed");
+  cr_assert_eq(W.stopped[0], SYMMPIN_AGREE_RUNNING);
+  cr_assert_eq(W.go_at[0][0], 16 + 64 + 3, "retried W + SYMMPIN_WARMUP after the failed close");
+}
+
+/* A rank on another host never opens this host's board. Once the first all-reduce has completed
+ * (so every rank made it), that is known at once: no wait for SYMMPIN_TIMEOUT_MS. */
+Test(agree, a_rank_on_another_host_is_known_without_waiting, .timeout = 60) {
+  world_init(&W, 2, 64, 5000);
+  world_loop(&W, 4, 64);
+  W.absent[1] = true;
+  W.first_call_done = true;
+  uint64_t t0 = now_ms();
+  world_run(&W);
+  uint64_t took = now_ms() - t0;
   cr_assert(!W.has_plan[0]);
   cr_assert_eq(W.stopped[0], SYMMPIN_AGREE_NOT_ONE_HOST);
+  cr_assert_lt(took, 1000, "took %llu ms (the timeout is 5000)", (unsigned long long)took);
+}
+
+/* Without that knowledge (the first call not known to be done) the same takes one timeout. */
+Test(agree, a_rank_on_another_host_costs_one_timeout_without_the_first_call, .timeout = 60) {
+  world_init(&W, 2, 64, 300);
+  world_loop(&W, 4, 64);
+  W.absent[1] = true;
+  uint64_t t0 = now_ms();
+  world_run(&W);
+  uint64_t took = now_ms() - t0;
+  cr_assert_eq(W.stopped[0], SYMMPIN_AGREE_NOT_ONE_HOST);
+  cr_assert_geq(took, 300);
+  cr_assert_lt(took, 900, "took %llu ms", (unsigned long long)took);
 }
 
 /* ---- late and dead ranks ---- */
@@ -340,16 +399,18 @@ Test(agree, a_late_rank_within_the_timeout_changes_nothing, .timeout = 60) {
   cr_assert_eq(W.go_at[0][0], 19);
 }
 
-Test(agree, a_rank_that_never_arrives_stops_the_agreement_once, .timeout = 60) {
+/* A rank that opened the board but stops calling: one failed epoch, a retry that fails too, then
+ * no more agreements (two timeouts in all, never one per call). */
+Test(agree, a_rank_that_never_arrives_stops_the_agreement_after_one_retry, .timeout = 60) {
   world_init(&W, 2, 64, 300);
-  world_loop(&W, 4, 64);
+  world_loop(&W, 4, 200);
   W.stop_after[1] = 10; /* rank 1 stops calling before warm-up ends: it never posts its record */
   uint64_t t0 = now_ms();
   world_run(&W);
   uint64_t took = now_ms() - t0;
   cr_assert(!W.has_plan[0]);
   cr_assert_eq(W.stopped[0], SYMMPIN_AGREE_NOT_ONE_HOST);
-  /* One timeout, not one per call or per epoch. */
+  /* Two timeouts (the epoch and its retry), not one per call or per epoch. */
   cr_assert_lt(took, 3 * W.timeout_ms, "took %llu ms", (unsigned long long)took);
   cr_assert_lt(W.slowest_step_ms[0], 50);
 }
@@ -414,4 +475,66 @@ Test(agree, an_abort_ends_a_wait_at_once, .timeout = 60) {
   pthread_join(t, NULL);
   cr_assert_lt(took, 5000, "took %llu ms with a 20 s agreement timeout", (unsigned long long)took);
   cr_assert(!W.has_plan[0]);
+}
+
+/* ---- the route check ---- */
+
+/* Ranks that route the same call alike never raise the alarm. */
+Test(agree, routes_alike_raise_no_alarm, .timeout = 60) {
+  world_init(&W, 2, 16, 5000);
+  world_loop(&W, 4, 600);
+  W.route_logs = true;
+  world_run(&W);
+  assert_same_everywhere(&W);
+  cr_assert(W.has_plan[0]);
+  cr_assert_eq(W.alarm_at[0], 0);
+  cr_assert_eq(W.alarm_at[1], 0);
+}
+
+/* Rank 1 sends call 300 to NCCL while the plan pins it (its peers redirect it): every rank learns
+ * of it, at one of its calls (a rank behind the others may learn before reaching call 300 itself)
+ * or at the async-error query after them, and all agree on which call it was. */
+Test(agree, a_divergent_route_raises_the_alarm_on_every_rank, .timeout = 60) {
+  for (int nranks = 2; nranks <= 4; nranks += 2) {
+    world_init(&W, nranks, 16, 5000);
+    world_loop(&W, 4, 600);
+    W.route_logs = true;
+    W.diverge_at[1] = 300;
+    world_run(&W);
+    for (int k = 0; k < nranks; k++) {
+      cr_assert_neq(W.alarm_at[k], 0, "%d ranks: rank %d never saw the alarm", nranks, k);
+      cr_assert_eq(W.alarm[k].reason, SYMMPIN_ALARM_ROUTES_DIFFER);
+      cr_assert_eq(W.alarm[k].call, 300);
+    }
+  }
+}
+
+/* A rank's own failure (a launch that failed) reaches every peer through the alarm. */
+Test(agree, a_raised_alarm_reaches_every_rank, .timeout = 60) {
+  world_init(&W, 3, 16, 5000);
+  world_loop(&W, 4, 200);
+  W.route_logs = true;
+  world_run(&W);
+  cr_assert(W.has_plan[0]);
+  /* Reopen as the ranks after their run: the board outlives none of them, so use a fresh one. */
+  world_init(&W, 3, 16, 5000);
+  world_loop(&W, 4, 100);
+  W.route_logs = true;
+  for (int k = 0; k < 3; k++) W.agree[k] = open_rank(&W, k);
+  symmpin_alarm al = symmpin_agree_raise(W.agree[2], SYMMPIN_ALARM_LAUNCH_FAILED, 77);
+  cr_assert_eq(al.reason, SYMMPIN_ALARM_LAUNCH_FAILED);
+  cr_assert_eq(al.rank, 2);
+  cr_assert_eq(al.call, 77);
+  for (int k = 0; k < 3; k++) {
+    symmpin_alarm seen;
+    cr_assert(symmpin_agree_route_check(W.agree[k], 8, &seen), "rank %d", k);
+    cr_assert_eq(seen.rank, 2);
+    cr_assert_eq(seen.call, 77);
+    cr_assert_eq(seen.reason, SYMMPIN_ALARM_LAUNCH_FAILED);
+  }
+  /* The first alarm stands. */
+  al = symmpin_agree_raise(W.agree[0], SYMMPIN_ALARM_KERNEL_FAILED, 90);
+  cr_assert_eq(al.rank, 2);
+  cr_assert_eq(al.call, 77);
+  for (int k = 0; k < 3; k++) symmpin_agree_close(W.agree[k]);
 }

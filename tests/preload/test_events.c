@@ -107,8 +107,7 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert_eq(c->key.hi, 11);
   cr_assert_eq(c->key.lo, 22);
 
-  symmpin_allreduce_call call = {(void *)0x100040, (void *)0x100400, 100, 7, 0, h,
-                                 (void *)0x5, 0xfeed};
+  symmpin_allreduce_call call = {.send = (void *)0x100040, .recv = (void *)0x100400, .count = 100, .dtype = 7, .op = 0, .comm = h, .stream = (void *)0x5, .stack = 0xfeed};
   int rc = -1;
   cr_assert(!symmpin_event_allreduce(&call, &rc));
   symmpin_event_allreduce_result(&call, 0);
@@ -127,7 +126,7 @@ Test(events, allreduce_inputs_and_trace) {
   stand_in_capturing = 1;
   stand_in_take_count = 8;
   stand_in_take_rc = 0;
-  symmpin_allreduce_call call2 = {(void *)0x900000, (void *)0x900000, 8, 9, 4, h, NULL, 0xfeed};
+  symmpin_allreduce_call call2 = {.send = (void *)0x900000, .recv = (void *)0x900000, .count = 8, .dtype = 9, .op = 4, .comm = h, .stream = NULL, .stack = 0xfeed};
   cr_assert(symmpin_event_allreduce(&call2, &rc));
   cr_assert_eq(rc, 0);
   symmpin_event_group_end(0);
@@ -139,8 +138,7 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert_eq(symmpin_preload_group_depth(), 0);
 
   /* An unknown communicator never reaches the engine. */
-  symmpin_allreduce_call call3 = {(void *)0x100000, (void *)0x100000, 4, 7, 0, (void *)0xdead,
-                                  NULL, 0xfeed};
+  symmpin_allreduce_call call3 = {.send = (void *)0x100000, .recv = (void *)0x100000, .count = 4, .dtype = 7, .op = 0, .comm = (void *)0xdead, .stream = NULL, .stack = 0xfeed};
   stand_in_last_index = 0;
   cr_assert(!symmpin_event_allreduce(&call3, &rc));
   symmpin_event_allreduce_result(&call3, 4);
@@ -208,7 +206,7 @@ Test(events, split_keys_and_lazy_ranks) {
   cr_assert_null(symmpin_comm_find((void *)0x500));
 
   /* Rank learned at the first all-reduce that NCCL answers. */
-  symmpin_allreduce_call call = {(void *)0x1, (void *)0x1, 4, 7, 0, (void *)0x300, NULL, 1};
+  symmpin_allreduce_call call = {.send = (void *)0x1, .recv = (void *)0x1, .count = 4, .dtype = 7, .op = 0, .comm = (void *)0x300, .stream = NULL, .stack = 1};
   int rc;
   stand_in_comm_rc = 7; /* ncclInProgress */
   symmpin_event_allreduce(&call, &rc);
@@ -253,7 +251,7 @@ Test(events, statistics) {
   stand_in_take_count = 16;
   int rc;
   for (int i = 0; i < 5; i++) {
-    symmpin_allreduce_call a = {(void *)0x1, (void *)0x1, i < 3 ? 16 : 32, 7, 0, h, NULL, 42};
+    symmpin_allreduce_call a = {.send = (void *)0x1, .recv = (void *)0x1, .count = i < 3 ? 16 : 32, .dtype = 7, .op = 0, .comm = h, .stream = NULL, .stack = 42};
     if (!symmpin_event_allreduce(&a, &rc)) symmpin_event_allreduce_result(&a, 0);
   }
   uint64_t s16 = symmpin_site_id(42, 0, 16, 7, 0), s32 = symmpin_site_id(42, 0, 32, 7, 0);

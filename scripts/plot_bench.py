@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Plot symmpin-bench's CSV (docs/bench.md): time per call against message size, log-log, one
+panel per (datatype, mode), one line per implementation found in the CSV: NCCL, NCCL on a
+symmetric window (when the CSV has it), symmpin's staged and in-slot forms. Times are the medians
+over the rounds (the CSV's median_us); a point whose result check failed is drawn as an x.
+
+usage: plot_bench.py CSV [-o PNG] [--title TEXT]
+Exit status: 0 plot written; 2 bad usage or a CSV this script cannot read; 3 matplotlib is not
+installed (python3-matplotlib on Debian, or pip install matplotlib)."""
+import argparse
+import csv
+import math
+import os
+import sys
+
+PROG = "plot_bench.py"
+NEEDED = ("mode", "dtype", "bytes", "variant", "median_us")
+LABELS = {
+    "nccl": "NCCL",
+    "nccl_win": "NCCL symmetric window",
+    "symmpin_staged": "symmpin (staged)",
+    "symmpin_direct": "symmpin (in-slot)",
+}
+STYLE = {  # colour and line per implementation: NCCL dashed, symmpin solid
+    "nccl": ("tab:gray", "--"),
+    "nccl_win": ("tab:blue", "--"),
+    "symmpin_staged": ("tab:orange", "-"),
+    "symmpin_direct": ("tab:green", "-"),
+}
+MODES = ("eager", "graph")
+
+
+class UsageError(Exception):
+    pass
+
+
+def fail(msg, rc):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    sys.exit(rc)
+
+
+def number(text):
+    try:
+        x = float(text)
+    except (TypeError, ValueError):
+        return math.nan
+    return x
+
+
+def read_csv(path):
+    """{(dtype, mode): {variant: [(bytes, us, check_ok)]}}, dtypes and variants in CSV order."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in NEEDED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UsageError(
+                    f"{path}: not a symmpin-bench CSV (no column {', '.join(missing)})")
+            panels, dtypes, variants = {}, [], []
+            for n, row in enumerate(reader, start=2):
+                try:
+                    size = int(row["bytes"])
+                except (TypeError, ValueError):
+                    raise UsageError(f"{path}:{n}: bad bytes '{row['bytes']}'")
+                dtype, mode, variant = row["dtype"], row["mode"], row["variant"]
+                if dtype not in dtypes:
+                    dtypes.append(dtype)
+                if variant not in variants:
+                    variants.append(variant)
+                ok = row.get("check_ok", "1") != "0"
+                us = number(row["median_us"])
+                if math.isnan(us) or us <= 0:
+                    continue  # not measured
+                panels.setdefault((dtype, mode), {}).setdefault(variant, []).append((size, us, ok))
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}")
+    except csv.Error as e:
+        raise UsageError(f"{path}: {e}")
+    if not panels:
+        raise UsageError(f"{path}: no measured time in it")
+    return panels, dtypes, variants
+
+
+def size_label(x, _pos=None):
+    for unit, name in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if x >= unit:
+            v = x / unit
+            return f"{v:g}{name}"
+    return f"{x:g}"
+
+
+def plot(panels, dtypes, variants, out, title):
+    try:
+        import matplotlib
+    except ImportError:
+        fail("matplotlib is not installed; install python3-matplotlib (Debian) or "
+             "'pip install matplotlib', then run this again", 3)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    modes = [m for m in MODES if any((d, m) in panels for d in dtypes)]
+    modes += sorted({m for (_, m) in panels} - set(modes))
+    fig, axes = plt.subplots(len(dtypes), len(modes), squeeze=False, sharex=True,
+                             figsize=(5.5 * len(modes), 4.2 * len(dtypes)))
+    any_bad = False
+    for r, dtype in enumerate(dtypes):
+        for c, mode in enumerate(modes):
+            ax = axes[r][c]
+            lines = panels.get((dtype, mode), {})
+            for variant in variants:
+                pts = sorted(lines.get(variant, []))
+                if not pts:
+                    continue
+                colour, ls = STYLE.get(variant, (None, "-."))
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                ax.plot(xs, ys, ls, color=colour, marker="o", markersize=3,
+                        label=LABELS.get(variant, variant))
+                bad = [p for p in pts if not p[2]]
+                if bad:
+                    any_bad = True
+                    ax.plot([p[0] for p in bad], [p[1] for p in bad], "x", color="red",
+                            markersize=8)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(size_label))
+            plain = FuncFormatter(lambda y, _pos: f"{y:g}")  # 20, not 2 x 10^1
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+            ax.set_title(f"{mode}, {dtype}")
+            ax.set_xlabel("bytes per rank")
+            ax.set_ylabel("us per call (median of rounds)")
+            ax.grid(True, which="both", alpha=0.3)
+            if lines:
+                ax.legend(fontsize="small")
+    heading = title or "all-reduce time per call: NCCL against symmpin"
+    if any_bad:
+        heading += "  (x: a result check failed)"
+    fig.suptitle(heading)
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=120)
+    except OSError as e:
+        fail(f"cannot write {out}: {e.strerror}", 2)
+    print(f"{PROG}: wrote {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", help="the CSV symmpin-bench wrote (--csv)")
+    ap.add_argument("-o", "--output", help="the PNG to write (default: CSV with .png)")
+    ap.add_argument("--title", help="the figure's title")
+    args = ap.parse_args()  # exits 2 on a bad option, naming it
+    out = args.output or os.path.splitext(args.csv)[0] + ".png"
+    try:
+        panels, dtypes, variants = read_csv(args.csv)
+    except UsageError as e:
+        fail(str(e), 2)
+    plot(panels, dtypes, variants, out, args.title)
+
+
+if __name__ == "__main__":
+    main()

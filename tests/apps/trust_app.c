@@ -1,0 +1,552 @@
+/* symmpin-trust: the failure scenarios of docs/design.md ("Errors", "Routing") as an ordinary NCCL
+ * program, run with and without LD_PRELOAD=libsymmpin.so and compared. One process per GPU (the
+ * parent spawns one child per rank, as torchrun does). It knows nothing of symmpin; for the fault
+ * scenarios it only reads SYMMPIN_TEST_FAULT to know which call is the faulty one (to time how
+ * long the error took to show).
+ *
+ *   --scenario side     after warm-up, rank 1 makes one all-reduce on a stream never used before,
+ *                       ordered with its default stream by events (as PyTorch's wait_stream does),
+ *                       while the other ranks use their default stream: every result must be
+ *                       right and no error may appear.
+ *   --scenario fault    run with SYMMPIN_TEST_FAULT=skip:R:K or diverge:R:K: every rank must see
+ *                       an error (a failed call or ncclCommGetAsyncError) within a second of call
+ *                       K, and no result may be wrong while the communicator reports no error. A
+ *                       watchdog thread polls ncclCommGetAsyncError every 20 ms and aborts the
+ *                       communicator on an error, as PyTorch's does, so the program ends instead
+ *                       of hanging. Without symmpin (or with the fault on no call) it runs clean.
+ *   --scenario abort    rank 0 sleeps --straggle MS before call 100 while the others wait inside
+ *                       it; their watchdog aborts the communicator after --abort-after MS, and the
+ *                       abort must return promptly (under a second).
+ *   --scenario churn    --cycles N times: split a communicator off the world one, make 64
+ *                       all-reduces on it (past warm-up: redirected under symmpin), destroy it.
+ *                       Device memory, open files and /dev/shm entries must not grow.
+ *
+ * Inputs are random 32-bit integers and floats holding small integers (exact sums in any order),
+ * checked exactly against a CPU reference. Last line: "symmpin-trust: N passed, M failed". */
+#include <cuda_runtime.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/gpu/gpu_common.h"
+
+#define PROG "symmpin-trust"
+#define MAX_RANKS 8
+#define CHECK_EVERY 8 /* calls between host checks (results stay in flight meanwhile) */
+
+extern char **environ;
+
+static struct {
+  const char *scenario;
+  int nranks, calls, cycles;
+  long straggle_ms, abort_after_ms;
+  int child;
+  const char *uid;
+} opt = {.scenario = "side", .calls = 400, .cycles = 1000, .straggle_ms = 5000,
+         .abort_after_ms = 1000, .child = -1};
+
+/* Three call shapes, each from its own call site in the loop: one LL-sized, one mid, one copy. */
+typedef struct shape {
+  ncclDataType_t dtype;
+  size_t count;
+} shape;
+static const shape shapes[] = {{ncclInt32, 1024}, {ncclFloat32, 8192}, {ncclInt32, 65536}};
+#define NSHAPES 3
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct rank_ctx {
+  int rank, nranks, dev;
+  ncclComm_t comm;
+  cudaStream_t side;
+  cudaEvent_t ev;
+  void *send[NSHAPES], *recv[NSHAPES];
+  int32_t *host_in[NSHAPES], *host_out[CHECK_EVERY]; /* pinned */
+  int out_shape[CHECK_EVERY];
+  uint64_t out_call[CHECK_EVERY];
+  long passed, failed;
+  /* the watchdog */
+  pthread_t watchdog;
+  pthread_mutex_t nccl_lock; /* held around NCCL calls that the watchdog's abort must not race */
+  _Atomic int stop, aborted, error_code;
+  _Atomic double error_at_ms;
+  double abort_took_ms;
+  uint64_t fault_call; /* SYMMPIN_TEST_FAULT's call, 0 = none */
+  double issued_ms;    /* when fault_call was issued */
+} rank_ctx;
+
+static int32_t value_of(int rank, uint64_t call, size_t i, bool small) {
+  uint64_t h = symmpin_test_splitmix64(((uint64_t)rank << 48) ^ (call << 20) ^ i);
+  /* floats: small integers (exact sums); ints: anything (wrapping sums are exact too) */
+  return small ? (int32_t)(h % 2001) - 1000 : (int32_t)h;
+}
+
+static void fill(rank_ctx *c, int k, uint64_t call) {
+  const shape *s = &shapes[k];
+  for (size_t i = 0; i < s->count; i++) {
+    int32_t v = value_of(c->rank, call, i, s->dtype == ncclFloat32);
+    if (s->dtype == ncclFloat32) {
+      float f = (float)v;
+      memcpy(&c->host_in[k][i], &f, 4);
+    } else {
+      c->host_in[k][i] = v;
+    }
+  }
+}
+
+static bool verify(rank_ctx *c, int k, uint64_t call, const int32_t *out) {
+  const shape *s = &shapes[k];
+  for (size_t i = 0; i < s->count; i++) {
+    int64_t sum = 0;
+    uint32_t usum = 0;
+    for (int r = 0; r < c->nranks; r++) {
+      int32_t v = value_of(r, call, i, s->dtype == ncclFloat32);
+      sum += v;
+      usum += (uint32_t)v;
+    }
+    bool ok;
+    if (s->dtype == ncclFloat32) {
+      float f;
+      memcpy(&f, &out[i], 4);
+      ok = f == (float)sum;
+    } else {
+      ok = (uint32_t)out[i] == usum;
+    }
+    if (!ok) {
+      if (c->failed < 5)
+        fprintf(stderr, PROG ": rank %d: call %llu (shape %d) element %zu is wrong\n", c->rank,
+                (unsigned long long)call, k, i);
+      return false;
+    }
+  }
+  return true;
+}
+
+static void *watchdog_main(void *p) {
+  rank_ctx *c = p;
+  double started = now_ms();
+  while (!atomic_load(&c->stop)) {
+    usleep(20000);
+    pthread_mutex_lock(&c->nccl_lock);
+    if (atomic_load(&c->aborted)) {
+      pthread_mutex_unlock(&c->nccl_lock);
+      break;
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(c->comm, &async);
+    bool timed_out = !strcmp(opt.scenario, "abort") && c->rank != 0 &&
+                     now_ms() - started > opt.abort_after_ms + opt.straggle_ms / 10;
+    if (async != ncclSuccess || timed_out) {
+      int none = 0;
+      if (async != ncclSuccess && atomic_compare_exchange_strong(&c->error_code, &none, async))
+        atomic_store(&c->error_at_ms, now_ms());
+      double t0 = now_ms();
+      ncclCommAbort(c->comm);
+      c->abort_took_ms = now_ms() - t0;
+      atomic_store(&c->aborted, 1);
+      pthread_mutex_unlock(&c->nccl_lock);
+      break;
+    }
+    pthread_mutex_unlock(&c->nccl_lock);
+  }
+  return NULL;
+}
+
+static void setup(rank_ctx *c) {
+  SYMMPIN_TEST_CUDA(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
+  SYMMPIN_TEST_CUDA(cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming));
+  for (int k = 0; k < NSHAPES; k++) {
+    size_t bytes = shapes[k].count * 4;
+    SYMMPIN_TEST_CUDA(cudaMalloc(&c->send[k], bytes));
+    SYMMPIN_TEST_CUDA(cudaMalloc(&c->recv[k], bytes));
+    SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&c->host_in[k], bytes));
+  }
+  for (int j = 0; j < CHECK_EVERY; j++)
+    SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&c->host_out[j], shapes[NSHAPES - 1].count * 4));
+  pthread_mutex_init(&c->nccl_lock, NULL);
+}
+
+static void teardown(rank_ctx *c) {
+  for (int k = 0; k < NSHAPES; k++) {
+    cudaFree(c->send[k]);
+    cudaFree(c->recv[k]);
+    cudaFreeHost(c->host_in[k]);
+  }
+  for (int j = 0; j < CHECK_EVERY; j++) cudaFreeHost(c->host_out[j]);
+  cudaEventDestroy(c->ev);
+  cudaStreamDestroy(c->side);
+}
+
+/* Three call sites (noinline: distinct return addresses), as a model's layers would have. */
+__attribute__((noinline)) static ncclResult_t site0(rank_ctx *c, cudaStream_t s) {
+  return ncclAllReduce(c->send[0], c->recv[0], shapes[0].count, shapes[0].dtype, ncclSum, c->comm, s);
+}
+__attribute__((noinline)) static ncclResult_t site1(rank_ctx *c, cudaStream_t s) {
+  return ncclAllReduce(c->send[1], c->recv[1], shapes[1].count, shapes[1].dtype, ncclSum, c->comm, s);
+}
+__attribute__((noinline)) static ncclResult_t site2(rank_ctx *c, cudaStream_t s) {
+  return ncclAllReduce(c->send[2], c->recv[2], shapes[2].count, shapes[2].dtype, ncclSum, c->comm, s);
+}
+
+/* Check the results of the last calls, once the default stream has them. */
+static void check_pending(rank_ctx *c, int npending) {
+  cudaError_t e = cudaStreamSynchronize(0);
+  if (e != cudaSuccess) {
+    fprintf(stderr, PROG ": rank %d: stream: %s\n", c->rank, cudaGetErrorString(e));
+    cudaGetLastError();
+  }
+  /* Results are only owed while the communicator reports no error (NCCL's contract for
+   * asynchronous errors): ask first, then judge. */
+  ncclResult_t async = ncclSuccess;
+  pthread_mutex_lock(&c->nccl_lock);
+  if (!atomic_load(&c->aborted)) ncclCommGetAsyncError(c->comm, &async);
+  pthread_mutex_unlock(&c->nccl_lock);
+  bool error = async != ncclSuccess || atomic_load(&c->error_code) || atomic_load(&c->aborted);
+  if (async != ncclSuccess) {
+    int none = 0;
+    if (atomic_compare_exchange_strong(&c->error_code, &none, async))
+      atomic_store(&c->error_at_ms, now_ms());
+  }
+  for (int j = 0; j < npending; j++) {
+    if (verify(c, c->out_shape[j], c->out_call[j], c->host_out[j])) {
+      c->passed++;
+    } else if (error) {
+      c->passed++; /* the program was told: a wrong result under a reported error is allowed */
+    } else {
+      c->failed++;
+      fprintf(stderr, PROG ": rank %d: call %llu: WRONG RESULT with no error reported\n",
+              c->rank, (unsigned long long)c->out_call[j]);
+    }
+  }
+}
+
+/* The loop: call n uses shape n % 3 from its own site; results checked every CHECK_EVERY calls.
+ * side_call: the call rank 1 makes on its side stream (0 = none). Returns calls completed. */
+static uint64_t run_calls(rank_ctx *c, uint64_t ncalls, uint64_t side_call) {
+  int npending = 0;
+  uint64_t n;
+  for (n = 1; n <= ncalls; n++) {
+    if (atomic_load(&c->aborted) || atomic_load(&c->error_code)) break;
+    int k = (int)(n % NSHAPES);
+    fill(c, k, n);
+    SYMMPIN_TEST_CUDA(cudaMemcpyAsync(c->send[k], c->host_in[k], shapes[k].count * 4,
+                                      cudaMemcpyHostToDevice, 0));
+    cudaStream_t s = 0;
+    if (n == side_call && c->rank == 1) {
+      s = c->side; /* after the default stream's work, as torch's wait_stream orders it */
+      SYMMPIN_TEST_CUDA(cudaEventRecord(c->ev, 0));
+      SYMMPIN_TEST_CUDA(cudaStreamWaitEvent(s, c->ev, 0));
+    }
+    if (!strcmp(opt.scenario, "abort") && c->rank == 0 && n == 100) usleep(opt.straggle_ms * 1000);
+    if (n == c->fault_call) c->issued_ms = now_ms();
+    pthread_mutex_lock(&c->nccl_lock);
+    ncclResult_t rc = atomic_load(&c->aborted) ? ncclInvalidUsage
+                      : k == 0                 ? site0(c, s)
+                      : k == 1                 ? site1(c, s)
+                                               : site2(c, s);
+    pthread_mutex_unlock(&c->nccl_lock);
+    if (rc != ncclSuccess) {
+      int none = 0;
+      if (atomic_compare_exchange_strong(&c->error_code, &none, rc))
+        atomic_store(&c->error_at_ms, now_ms());
+      fprintf(stderr, PROG ": rank %d: call %llu returned %d (%s)\n", c->rank,
+              (unsigned long long)n, (int)rc, ncclGetErrorString(rc));
+      break;
+    }
+    if (s != 0) {
+      SYMMPIN_TEST_CUDA(cudaEventRecord(c->ev, s));
+      SYMMPIN_TEST_CUDA(cudaStreamWaitEvent(0, c->ev, 0));
+    }
+    SYMMPIN_TEST_CUDA(cudaMemcpyAsync(c->host_out[npending], c->recv[k], shapes[k].count * 4,
+                                      cudaMemcpyDeviceToHost, 0));
+    c->out_shape[npending] = k;
+    c->out_call[npending] = n;
+    if (++npending == CHECK_EVERY) {
+      check_pending(c, npending);
+      npending = 0;
+    }
+  }
+  if (npending) check_pending(c, npending);
+  return n - 1;
+}
+
+static void start_watchdog(rank_ctx *c) {
+  if (pthread_create(&c->watchdog, NULL, watchdog_main, c) != 0) SYMMPIN_TEST_FAIL("pthread_create");
+}
+
+static void stop_watchdog(rank_ctx *c) {
+  atomic_store(&c->stop, 1);
+  pthread_join(c->watchdog, NULL);
+}
+
+static void expect(rank_ctx *c, bool ok, const char *what) {
+  if (ok) {
+    c->passed++;
+  } else {
+    c->failed++;
+    fprintf(stderr, PROG ": rank %d: expected %s\n", c->rank, what);
+  }
+}
+
+static uint64_t fault_call_of_env(void) {
+  const char *f = getenv("SYMMPIN_TEST_FAULT");
+  char kind[16];
+  int rank;
+  unsigned long long call;
+  if (f && sscanf(f, "%15[a-z]:%d:%llu", kind, &rank, &call) == 3) return call;
+  return 0;
+}
+
+static int open_fds(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n;
+}
+
+static int shm_boards(void) {
+  int n = 0;
+  DIR *d = opendir("/dev/shm");
+  for (struct dirent *e; d && (e = readdir(d));) n += !strncmp(e->d_name, "symmpin-", 8);
+  if (d) closedir(d);
+  return n;
+}
+
+static void scenario_churn(rank_ctx *c) {
+  size_t free0 = 0, free1 = 0, total;
+  int fds0 = 0, shm0 = 0;
+  ncclComm_t world = c->comm;
+  double t0 = now_ms();
+  for (int cyc = 1; cyc <= opt.cycles; cyc++) {
+    SYMMPIN_TEST_NCCL(ncclCommSplit(world, 0, c->rank, &c->comm, NULL));
+    uint64_t done = run_calls(c, 64, 0);
+    if (done != 64 || c->failed) {
+      fprintf(stderr, PROG ": rank %d: cycle %d stopped after %llu calls\n", c->rank, cyc,
+              (unsigned long long)done);
+      c->failed++;
+      break;
+    }
+    SYMMPIN_TEST_NCCL(ncclCommDestroy(c->comm));
+    if (cyc == 10) { /* past first-use allocations (NCCL's and CUDA's own caches) */
+      SYMMPIN_TEST_CUDA(cudaMemGetInfo(&free0, &total));
+      fds0 = open_fds();
+      shm0 = shm_boards();
+    }
+  }
+  c->comm = world;
+  SYMMPIN_TEST_CUDA(cudaMemGetInfo(&free1, &total));
+  int fds1 = open_fds(), shm1 = shm_boards();
+  long long grew = (long long)free0 - (long long)free1;
+  printf("CHURN rank=%d cycles=%d seconds=%.1f device_bytes_grown=%lld fds=%d->%d "
+         "shm_boards=%d->%d\n", c->rank, opt.cycles, (now_ms() - t0) / 1e3, grew, fds0, fds1,
+         shm0, shm1);
+  expect(c, grew <= (8ll << 20), "device memory not to grow by more than 8 MiB");
+  expect(c, fds1 <= fds0, "no more open files");
+  expect(c, shm1 <= shm0, "no more /dev/shm boards");
+}
+
+static int child_main(void) {
+  ncclUniqueId id;
+  for (int i = 0; i < (int)sizeof(id.internal); i++)
+    sscanf(opt.uid + 2 * i, "%2hhx", (unsigned char *)&id.internal[i]);
+  int ngpus;
+  SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
+  static rank_ctx c;
+  c.rank = opt.child;
+  c.nranks = opt.nranks;
+  c.dev = c.rank % ngpus;
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c.dev));
+  SYMMPIN_TEST_NCCL(ncclCommInitRank(&c.comm, opt.nranks, id, c.rank));
+  setup(&c);
+  const char *sc = opt.scenario;
+  if (!strcmp(sc, "side")) {
+    uint64_t done = run_calls(&c, (uint64_t)opt.calls, (uint64_t)opt.calls / 2);
+    expect(&c, done == (uint64_t)opt.calls, "every call to complete");
+    expect(&c, atomic_load(&c.error_code) == 0, "no error");
+    printf("SIDE rank=%d calls=%llu side_call=%d errors=%d\n", c.rank, (unsigned long long)done,
+           opt.calls / 2, atomic_load(&c.error_code));
+  } else if (!strcmp(sc, "fault")) {
+    c.fault_call = fault_call_of_env();
+    start_watchdog(&c);
+    uint64_t done = run_calls(&c, (uint64_t)opt.calls, 0);
+    /* Blocked ranks are freed by the watchdog's abort; give it time to see the error. */
+    double wait0 = now_ms();
+    while (c.fault_call && !atomic_load(&c.error_code) && now_ms() - wait0 < 5000) usleep(10000);
+    stop_watchdog(&c);
+    int err = atomic_load(&c.error_code);
+    double dt = err ? atomic_load(&c.error_at_ms) - c.issued_ms : -1;
+    printf("FAULT rank=%d fault_call=%llu calls_done=%llu error=%d error_after_ms=%.0f "
+           "aborted=%d\n", c.rank, (unsigned long long)c.fault_call, (unsigned long long)done,
+           err, dt, atomic_load(&c.aborted));
+    if (c.fault_call) {
+      expect(&c, err != 0, "an error reported for the faulty call");
+      expect(&c, err == 0 || dt < 1000, "the error within a second of the faulty call");
+    } else {
+      expect(&c, err == 0 && done == (uint64_t)opt.calls, "a clean run without a fault");
+    }
+  } else if (!strcmp(sc, "abort")) {
+    start_watchdog(&c);
+    run_calls(&c, 200, 0);
+    stop_watchdog(&c);
+    if (c.rank != 0) {
+      printf("ABORT rank=%d aborted=%d abort_took_ms=%.0f\n", c.rank, atomic_load(&c.aborted),
+             c.abort_took_ms);
+      expect(&c, atomic_load(&c.aborted), "the watchdog to abort");
+      expect(&c, c.abort_took_ms < 1000, "ncclCommAbort to return within a second");
+    } else {
+      /* Its peers are gone: nothing it can finish. Abort as a watchdog would. */
+      double t0 = now_ms();
+      if (!atomic_load(&c.aborted)) ncclCommAbort(c.comm);
+      atomic_store(&c.aborted, 1);
+      printf("ABORT rank=0 abort_took_ms=%.0f\n", now_ms() - t0);
+      c.passed++;
+    }
+  } else if (!strcmp(sc, "churn")) {
+    scenario_churn(&c);
+  } else {
+    fprintf(stderr, PROG ": unknown scenario %s\n", sc);
+    return 2;
+  }
+  if (!atomic_load(&c.aborted)) {
+    if (atomic_load(&c.error_code)) ncclCommAbort(c.comm);
+    else SYMMPIN_TEST_NCCL(ncclCommDestroy(c.comm));
+  }
+  teardown(&c);
+  printf("RESULT rank=%d passed=%ld failed=%ld\n", c.rank, c.passed, c.failed);
+  return c.failed ? 1 : 0;
+}
+
+static int run_procs(char **argv) {
+  ncclUniqueId id;
+  SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
+  char hex[2 * sizeof(id.internal) + 1];
+  for (int i = 0; i < (int)sizeof(id.internal); i++)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  pid_t pids[MAX_RANKS];
+  char outs[MAX_RANKS][64];
+  char rs[MAX_RANKS][16], ns[16], calls[16], cycles[16], st[24], ab[24];
+  snprintf(ns, sizeof ns, "%d", opt.nranks);
+  snprintf(calls, sizeof calls, "%d", opt.calls);
+  snprintf(cycles, sizeof cycles, "%d", opt.cycles);
+  snprintf(st, sizeof st, "%ld", opt.straggle_ms);
+  snprintf(ab, sizeof ab, "%ld", opt.abort_after_ms);
+  for (int r = 0; r < opt.nranks; r++) {
+    snprintf(rs[r], sizeof rs[r], "%d", r);
+    snprintf(outs[r], sizeof outs[r], "/tmp/symmpin-trust.%d.%d.out", (int)getpid(), r);
+    char *args[] = {argv[0], "--child", rs[r], "--uid", hex, "--ranks", ns, "--scenario",
+                    (char *)opt.scenario, "--calls", calls, "--cycles", cycles, "--straggle", st,
+                    "--abort-after", ab, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, outs[r], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (posix_spawn(&pids[r], argv[0], &fa, NULL, args, environ) != 0) {
+      perror("posix_spawn");
+      return 2;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  long passed = 0, failed = 0;
+  for (int r = 0; r < opt.nranks; r++) {
+    int status;
+    waitpid(pids[r], &status, 0);
+    FILE *f = fopen(outs[r], "r");
+    char line[512];
+    long p = 0, q = 0;
+    int rr;
+    while (f && fgets(line, sizeof line, f)) {
+      fputs(line, stdout);
+      sscanf(line, "RESULT rank=%d passed=%ld failed=%ld", &rr, &p, &q);
+    }
+    if (f) fclose(f);
+    unlink(outs[r]);
+    passed += p;
+    failed += q;
+    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && q == 0)) {
+      printf("rank %d exited abnormally (status 0x%x)\n", r, status);
+      failed++;
+    }
+  }
+  printf(PROG ": %ld passed, %ld failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"scenario", required_argument, NULL, 's'}, {"ranks", required_argument, NULL, 'n'},
+      {"calls", required_argument, NULL, 'c'},    {"cycles", required_argument, NULL, 'y'},
+      {"straggle", required_argument, NULL, 't'}, {"abort-after", required_argument, NULL, 'a'},
+      {"child", required_argument, NULL, 'C'},    {"uid", required_argument, NULL, 'u'},
+      {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  int ch;
+  long v;
+  while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    switch (ch) {
+    case 's': opt.scenario = optarg; break;
+    case 'n':
+      if (!symmpin_test_parse_int(optarg, 1, MAX_RANKS, &v))
+        return symmpin_test_usage_error(PROG, "bad --ranks '%s'", optarg);
+      opt.nranks = (int)v;
+      break;
+    case 'c':
+      if (!symmpin_test_parse_int(optarg, 8, 1000000, &v))
+        return symmpin_test_usage_error(PROG, "bad --calls '%s'", optarg);
+      opt.calls = (int)v;
+      break;
+    case 'y':
+      if (!symmpin_test_parse_int(optarg, 11, 1000000, &v))
+        return symmpin_test_usage_error(PROG, "bad --cycles '%s'", optarg);
+      opt.cycles = (int)v;
+      break;
+    case 't':
+      if (!symmpin_test_parse_int(optarg, 0, 3600000, &opt.straggle_ms))
+        return symmpin_test_usage_error(PROG, "bad --straggle '%s'", optarg);
+      break;
+    case 'a':
+      if (!symmpin_test_parse_int(optarg, 0, 3600000, &opt.abort_after_ms))
+        return symmpin_test_usage_error(PROG, "bad --abort-after '%s'", optarg);
+      break;
+    case 'C':
+      if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
+        return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);
+      opt.child = (int)v;
+      break;
+    case 'u': opt.uid = optarg; break;
+    case 'h':
+      printf("usage: " PROG " [--scenario side|fault|abort|churn] [--ranks N] [--calls N]\n"
+             "                     [--cycles N] [--straggle MS] [--abort-after MS]\n"
+             "The failure scenarios of symmpin's docs/design.md as a plain NCCL program; see the\n"
+             "comment at the top of tests/apps/trust_app.c.\n");
+      return 0;
+    case 'V': return symmpin_test_print_version(PROG);
+    default: return symmpin_test_usage_hint(PROG);
+    }
+  }
+  if (optind < argc) return symmpin_test_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+  if (opt.child >= 0) {
+    if (!opt.uid || !opt.nranks) return symmpin_test_usage_error(PROG, "--child needs --uid and --ranks");
+    return child_main();
+  }
+  if (!opt.nranks) {
+    int n = 0;
+    SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&n));
+    opt.nranks = n < MAX_RANKS ? n : MAX_RANKS;
+  }
+  return run_procs(argv);
+}
