@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "common/log.h"
@@ -401,15 +402,23 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
 
 /* ---- LL algorithm ---- */
 
-/* Programmatic dependent launch (sm_90): the LL kernel is launched so that it may start while the
- * kernel before it on the stream finishes; griddepcontrol.wait then holds it until that kernel has
- * completed and its memory is visible, so no result can differ. It lets its own successor launch
- * once it no longer waits for any peer (a successor holding SM slots earlier could, with several
- * simulated ranks on one GPU, keep a peer's kernel from being scheduled). */
+/* Programmatic dependent launch (sm_90 and newer): the LL kernel is launched so that it may start
+ * while the kernel before it on the stream finishes; griddepcontrol.wait then holds it until that
+ * kernel has completed and its memory is visible, so no result can differ. It lets its own
+ * successor launch once it no longer waits for any peer (a successor holding SM slots earlier
+ * could, with several simulated ranks on one GPU, keep a peer's kernel from being scheduled).
+ * Older GPUs have no griddepcontrol: there both are empty, and the host never sets the launch
+ * attribute (pdl_on_current_device()), so the kernel starts only after its predecessor, as any
+ * launch. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void griddep_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
+#else
+__device__ __forceinline__ void griddep_wait() {}
+__device__ __forceinline__ void griddep_launch_dependents() {}
+#endif
 
 template <class D, int OP>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
@@ -603,25 +612,65 @@ bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
   return x < y + bn && y < x + an;
 }
 
+/* The kernels' code on the current device, as the runtime sees it. */
+struct DeviceCode {
+  int dev = -1;
+  int cc = 0; /* compute capability x10, 0 unknown */
+  cudaError_t err = cudaErrorUnknown; /* cudaSuccess: the runtime has code for this GPU */
+  int arch = 0; /* the virtual architecture (x10) that code was compiled from */
+};
+
+DeviceCode device_code() {
+  DeviceCode d;
+  bool failed = false;
+  int major = 0, minor = 0;
+  if (cudaGetDevice(&d.dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d.dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d.dev) == cudaSuccess)
+    d.cc = major * 10 + minor;
+  else
+    failed = true;
+  /* The one kernel every call shape can use: the runtime finds code for it exactly when this
+   * module holds code for the GPU (all kernels are compiled for the same architectures). */
+  cudaFuncAttributes attr;
+  d.err = cudaFuncGetAttributes(&attr, pick_kernel(SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                                   SYMMPIN_ALGO_ONESHOT_LL));
+  if (d.err == cudaSuccess) /* SASS is built from PTX of its own architecture (meson.build) */
+    d.arch = attr.ptxVersion > 0 ? attr.ptxVersion : attr.binaryVersion;
+  else
+    failed = true;
+  if (failed) (void)cudaGetLastError(); /* not the program's error */
+  return d;
+}
+
+/* Per device: is the LL kernel launched with programmatic dependent launch (0 not known yet,
+ * 1 no, 2 yes). Decided once per device, by the device check or at the first LL launch. */
+constexpr int kPdlDevices = 64;
+std::atomic<signed char> pdl_state[kPdlDevices];
+
+signed char pdl_remember(const DeviceCode &d) {
+  signed char s = symmpin_kernel_pdl_usable(d.cc, d.arch) ? 2 : 1;
+  if (d.dev >= 0 && d.dev < kPdlDevices) pdl_state[d.dev].store(s, std::memory_order_relaxed);
+  return s;
+}
+
+bool pdl_on_current_device() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kPdlDevices) return false;
+  signed char s = pdl_state[dev].load(std::memory_order_relaxed);
+  if (s == 0) s = pdl_remember(device_code());
+  return s == 2;
+}
+
 } // namespace
 
 /* Every refusal below is logged here, once, where it starts (the caller only falls back). */
 extern "C" symmpin_status symmpin_kernel_device_check(char *why, size_t why_len) {
-  /* Asks the runtime for the one kernel every call shape can use: it fails exactly when this
-   * module holds no code for the current GPU's architecture. */
-  cudaFuncAttributes attr;
-  cudaError_t e = cudaFuncGetAttributes(&attr, pick_kernel(SYMMPIN_FLOAT32, SYMMPIN_SUM,
-                                                            SYMMPIN_ALGO_ONESHOT_LL));
-  if (e == cudaSuccess) return SYMMPIN_OK;
-  (void)cudaGetLastError(); /* not the program's error */
-  int dev = -1, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (why && why_len)
-    snprintf(why, why_len, "symmpin's kernels have no code for this GPU (device %d, sm_%d%d): %s",
-             dev, major, minor, cudaGetErrorString(e));
-  return SYMMPIN_ERR_UNSUPPORTED;
+  DeviceCode d = device_code();
+  pdl_remember(d);
+  bool has_code = d.err == cudaSuccess;
+  return symmpin_kernel_arch_check(d.dev, d.cc, has_code,
+                                   has_code ? NULL : cudaGetErrorString(d.err), why, why_len);
 }
 
 extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream) {
@@ -710,7 +759,8 @@ extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, vo
   cudaLaunchAttribute pdl[1];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  if (algo == SYMMPIN_ALGO_ONESHOT_LL) { /* the latency-bound algorithm: see griddep_wait() */
+  /* The latency-bound algorithm, where the GPU and its code have it: see griddep_wait(). */
+  if (algo == SYMMPIN_ALGO_ONESHOT_LL && pdl_on_current_device()) {
     cfg.attrs = pdl;
     cfg.numAttrs = 1;
   }

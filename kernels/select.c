@@ -7,6 +7,7 @@
 #include "kernels/select.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels/allreduce.h"
 #include "kernels/oneshot_layout.h"
@@ -39,6 +40,44 @@ static bool shape_ok(int dtype, int nranks, symmpin_kernel_input input) {
 /* Above this many input bytes per rank the slot would need more than ~2^40 bytes: refuse rather
  * than overflow size_t arithmetic below. */
 #define SYMMPIN_KERNEL_MAX_INPUT_BYTES ((size_t)1 << 40)
+
+/* meson passes the list (top-level meson.build); the CPU compile checks of tests/kernels do not. */
+#ifndef SYMMPIN_KERNEL_ARCHS
+#define SYMMPIN_KERNEL_ARCHS "unknown"
+#endif
+
+const char *symmpin_kernel_archs(void) { return SYMMPIN_KERNEL_ARCHS; }
+
+symmpin_status symmpin_kernel_arch_check(int device, int cc, bool has_code, const char *cuda_error,
+                                         char *why, size_t why_len) {
+  char gpu[48];
+  if (cc > 0)
+    snprintf(gpu, sizeof gpu, "device %d, sm_%d", device, cc);
+  else
+    snprintf(gpu, sizeof gpu, "device %d, compute capability unknown", device);
+  if (cc > 0 && cc < SYMMPIN_KERNEL_MIN_CC) {
+    /* Even a build that carried code for it: the kernels are written for sm_80 and newer. */
+    if (why && why_len)
+      snprintf(why, why_len,
+               "symmpin's kernels need a GPU of compute capability %d.%d (sm_%d) or newer; this "
+               "one is older (%s)",
+               SYMMPIN_KERNEL_MIN_CC / 10, SYMMPIN_KERNEL_MIN_CC % 10, SYMMPIN_KERNEL_MIN_CC, gpu);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (!has_code) {
+    if (why && why_len)
+      snprintf(why, why_len,
+               "symmpin's kernels have no code for this GPU (%s): the library carries %s (meson "
+               "options gpu_archs, gpu_ptx)%s%s",
+               gpu, SYMMPIN_KERNEL_ARCHS, cuda_error ? "; CUDA says: " : "",
+               cuda_error ? cuda_error : "");
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (why && why_len) why[0] = '\0';
+  return SYMMPIN_OK;
+}
+
+bool symmpin_kernel_pdl_usable(int cc, int code_arch) { return cc >= 90 && code_arch >= 90; }
 
 bool symmpin_kernel_supports(int dtype, int op) {
   /* User-defined (PreMulSum) ops are >= SYMMPIN_OP_COUNT: not in the list, so refused. */

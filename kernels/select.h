@@ -19,6 +19,7 @@
 #ifndef SYMMPIN_KERNELS_SELECT_H
 #define SYMMPIN_KERNELS_SELECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kernels/allreduce.h"
@@ -74,6 +75,28 @@ typedef struct symmpin_kernel_geometry {
 } symmpin_kernel_geometry;
 symmpin_kernel_geometry symmpin_kernel_geometry_for(size_t count, int dtype, int nranks,
                                                     symmpin_kernel_input input);
+
+/* Which GPUs the kernels run on: the policy behind symmpin_kernel_device_check (allreduce.h), in
+ * plain C so that the CPU tests check it. The kernels need compute capability 8.0 (Ampere) or
+ * newer; the build carries native code for meson's gpu_archs and PTX of gpu_ptx for newer GPUs
+ * (docs/compatibility.md). Compute capabilities are written x10: 90 = 9.0 = sm_90. */
+#define SYMMPIN_KERNEL_MIN_CC 80
+/* The code this build carries, as meson's options named it: "sm_80 sm_90 sm_100 sm_120 compute_90"
+ * ("unknown" where select.c was compiled outside the build). */
+const char *symmpin_kernel_archs(void);
+/* The verdict on the GPU `device` of compute capability `cc` (0 unknown): `has_code` is whether
+ * the CUDA runtime found code of the kernels for it; if not, `cuda_error` says why (may be NULL).
+ * SYMMPIN_OK, or SYMMPIN_ERR_UNSUPPORTED with a sentence naming the GPU and the carried code in
+ * `why` (may be NULL). Logs nothing. */
+symmpin_status symmpin_kernel_arch_check(int device, int cc, bool has_code, const char *cuda_error,
+                                         char *why, size_t why_len);
+/* Whether the LL kernel may be launched with programmatic dependent launch: the GPU has it
+ * (sm_90 or newer) and the code running there was compiled with its griddepcontrol instructions,
+ * i.e. from PTX of compute_90 or newer: `code_arch` is that virtual architecture
+ * (cudaFuncAttributes.ptxVersion). sm_80 code, also where a newer GPU JIT-compiles compute_80
+ * PTX, has none, and a launch attribute without them could let the kernel overtake its
+ * predecessor's writes. */
+bool symmpin_kernel_pdl_usable(int cc, int code_arch);
 
 /* One-shot family. Largest per-rank input (bytes) that uses LL; provisional until measured on
  * 2/4/8 GPUs. */

@@ -1,7 +1,12 @@
 /* The communicator registry: what symmpin knows about each NCCL communicator of this process.
  * Keyed by the ncclComm_t handle. Entries are created by the comm-init events, looked up on every
  * all-reduce (read-mostly: lock-free lookups of a fixed-capacity open-addressed table), and
- * released by the comm-end events and at exit. */
+ * released by the comm-end events and at exit.
+ *
+ * Lifetime: an entry is reference counted. The registry holds one reference while the entry is
+ * registered; every symmpin_comm_acquire holds one more until its symmpin_comm_put. The entry is
+ * freed by whichever comes last: symmpin_comm_unregister or the last put. So a thread inside an
+ * all-reduce keeps its entry valid while another thread destroys or aborts the communicator. */
 #ifndef SYMMPIN_PRELOAD_COMM_H
 #define SYMMPIN_PRELOAD_COMM_H
 
@@ -42,13 +47,30 @@ typedef struct symmpin_comm {
                                          ncclCommGetAsyncError and every later all-reduce */
   _Atomic(volatile uint32_t *) kernel_abort;        /* host word the kernels poll (engine) */
   _Atomic(const volatile uint32_t *) kernel_failed; /* host word a kernel sets on giving up */
+  _Atomic int ended; /* destroy/abort/finalize has released the engine state (preload sets it,
+                        under lock, with the release): a holder must not create it again */
 } symmpin_comm;
 
 /* Stream ordinal of `stream` on comm c (assigning the next one on first use); -1 when the table
  * is full. Caller holds c->lock. */
 int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream);
 
-/* Lookup by handle; NULL if unknown. Lock-free. */
+/* The entry of handle with a reference taken, or NULL if the handle is not registered. Lock-free
+ * (never waits for a writer); on the hit path one atomic read-modify-write on the entry. The
+ * entry stays valid (not freed, fields not reused) until the matching symmpin_comm_put, even if
+ * the communicator is unregistered meanwhile. Every caller that may race with the handle's
+ * destroy/abort on another thread (all per-call paths: all-reduce, async error, split parent,
+ * comm end) must use this, not symmpin_comm_find. */
+symmpin_comm *symmpin_comm_acquire(void *handle);
+
+/* Drop a reference from symmpin_comm_acquire (NULL: nothing). The last one, after unregister,
+ * frees c: call it after unlocking c->lock, and never use c after it. Lock-free; may be called
+ * from anywhere, including a symmpin_comm_for_each callback. */
+void symmpin_comm_put(symmpin_comm *c);
+
+/* Lookup by handle without a reference; NULL if unknown. Lock-free. The result is only safe to use
+ * while the caller otherwise knows the entry stays registered: it is the only thread that can
+ * unregister it, or it holds a reference already (tests, writers). Per-call paths use acquire. */
 symmpin_comm *symmpin_comm_find(void *handle);
 
 /* --- the registry's writers (preload.c); not on the per-call path --- */
@@ -58,19 +80,47 @@ symmpin_comm *symmpin_comm_find(void *handle);
 int symmpin_comm_ordinal(symmpin_comm_key key);
 
 /* Create and publish the entry for a new handle (rank/nranks may be -1 = learn later). A live
- * entry with the same handle (its destroy was missed) is replaced and freed. NULL when the table
- * is full or memory runs out (logged): the communicator's calls then go to NCCL. */
+ * entry with the same handle (its destroy was missed) is replaced: unpublished and its registry
+ * reference dropped (freed once its holders put it). NULL when the table is full or memory runs
+ * out (logged): the communicator's calls then go to NCCL. The result is the registry's: the
+ * caller may use it without a reference only while no other thread can unregister it. */
 symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank, int nranks,
                                     int device, bool blocking);
-/* Unpublish c and free it (the handle is dead: destroy/abort). A no-op for the table if c was
- * already replaced by a newer entry of the same handle. The caller must be the only user of c. */
+/* Unpublish c and drop the registry's reference (the handle is dead: destroy/abort); c is freed
+ * now if no thread holds it, else by the last symmpin_comm_put. A no-op if c was already
+ * unregistered or replaced by a newer entry of the same handle. A caller that uses c after this
+ * call (or calls it on an entry another thread may unregister) must hold a reference. */
 void symmpin_comm_unregister(symmpin_comm *c);
 
 /* Call fn on every live entry, under the registry's lock (no register/unregister meanwhile). */
 void symmpin_comm_for_each(void (*fn)(symmpin_comm *c, void *arg), void *arg);
 size_t symmpin_comm_live(void);
 
-/* Forget everything (entries freed, ordinals restart at 0). Tests only. */
+/* Forget everything (entries freed, held or not; ordinals restart at 0). Tests only. */
 void symmpin_comm_registry_reset(void);
+
+/* The registry's shape, for tests of its bounds (not on any per-call path). */
+typedef struct symmpin_comm_registry_stats {
+  uint32_t slots;      /* slots of one table */
+  uint32_t live;       /* registered entries */
+  uint32_t tombstones; /* removed slots of the current table not yet reclaimed */
+  uint32_t tables;     /* slot arrays that exist (fixed: 2, whatever the churn) */
+  uint64_t rebuilds;   /* times the live entries were moved into a fresh table */
+  uint64_t entries;    /* entry allocations that exist: live + held after unregister + kept free */
+} symmpin_comm_registry_stats;
+void symmpin_comm_registry_probe_stats(symmpin_comm_registry_stats *out);
+/* Slots a lookup of handle examines in the current table right now (1 = its home slot decides). */
+uint32_t symmpin_comm_registry_probes(void *handle);
+
+#ifdef SYMMPIN_COMM_TEST_HOOKS
+/* Only in a test build of comm.c (tests/preload/test_comm_races.c): called, when set, at the
+ * points where a race with another thread matters, so a test can stop a thread exactly there. */
+enum symmpin_comm_test_point {
+  SYMMPIN_COMM_AT_TABLE,   /* a lookup has read the table and its generation, not probed yet */
+  SYMMPIN_COMM_AT_PROBED,  /* a lookup has probed, before it takes a reference or trusts a miss */
+  SYMMPIN_COMM_AT_CLEARED, /* a rebuild has cleared its target array (reg_lock held) */
+};
+extern void (*symmpin_comm_test_hook)(enum symmpin_comm_test_point at);
+#endif
 
 #endif

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "kernels/allreduce.h"
 #include "preload/agree.h"
+#include "preload/banner.h"
 #include "preload/config.h"
 #include "preload/host.h"
 #include "preload/stats.h"
@@ -277,6 +278,8 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
+  } else if (!symmpin_banner_nccl_supported()) {
+    engine_off(c, e, SYMMPIN_REASON_COMM, "this NCCL version is not supported (see the WARN line)");
   } else if (kernels_ok != SYMMPIN_OK) {
     engine_off(c, e, SYMMPIN_REASON_COMM, why);
   } else if (symmpin_pool_create(c->rank, c->nranks, c->device, &e->pool) != SYMMPIN_OK ||
@@ -367,8 +370,9 @@ static bool splice_after(struct symmpin_engine_comm *e, void *stream, void *home
          cudaStreamWaitEvent((cudaStream_t)home, e->splice_ev, 0) == cudaSuccess;
 }
 
+/* `splice`: the call is off its site's home stream `home` (which may be the legacy stream, NULL). */
 static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
-                   const symmpin_plan_site *slot, void *home) {
+                   const symmpin_plan_site *slot, bool splice, void *home) {
   const symmpin_allreduce_call *a = ec->call;
   symmpin_kernel_call k = {
       .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
@@ -383,21 +387,21 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != c->device) cudaSetDevice(c->device);
-  bool ok = (!home || splice_before(e, a->stream, home)) &&
+  bool ok = (!splice || splice_before(e, a->stream, home)) &&
             symmpin_kernel_launch(&k, a->stream) == SYMMPIN_OK &&
-            (!home || splice_after(e, a->stream, home));
+            (!splice || splice_after(e, a->stream, home));
   if (!ok) cudaGetLastError();
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   return ok;
 }
 
-/* Where a pinned site called off its home stream can be spliced: the home stream's handle, or
- * NULL when it cannot (the call or the home stream is being captured: events recorded outside a
- * capture cannot order it), and then the call goes to NCCL. */
-static void *home_stream_of(symmpin_comm *c, const symmpin_engine_call *ec, int home) {
-  if (ec->capturing || home < 0 || home >= c->nstreams) return NULL;
-  void *h = c->streams[home];
-  return symmpin_host_capturing(h) == 0 ? h : NULL;
+/* Whether a pinned site called off its home stream can be spliced, and the home stream's handle
+ * in *out (NULL is the legacy stream). Not when the call or the home stream is being captured
+ * (events recorded outside a capture cannot order it): then the call goes to NCCL. */
+static bool home_stream_of(symmpin_comm *c, const symmpin_engine_call *ec, int home, void **out) {
+  if (ec->capturing || home < 0 || home >= c->nstreams) return false;
+  *out = c->streams[home];
+  return symmpin_host_capturing(*out) == 0;
 }
 
 bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
@@ -441,7 +445,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
   int home = -1;
   *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot, &home));
   void *home_stream = NULL;
-  if (*reason == SYMMPIN_REASON_NONE && home >= 0 && !(home_stream = home_stream_of(c, ec, home)))
+  if (*reason == SYMMPIN_REASON_NONE && home >= 0 && !home_stream_of(c, ec, home, &home_stream))
     *reason = SYMMPIN_REASON_STREAM;
   if (*reason == SYMMPIN_REASON_NONE && fault_hits(c, FAULT_DIVERGE, n))
     *reason = SYMMPIN_REASON_DISAGREE; /* the test's divergent rank: NCCL, logged as such */
@@ -460,7 +464,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing) *reason = SYMMPIN_REASON_CAPTURE;
     return false;
   }
-  if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot, home_stream)) {
+  if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot, home >= 0, home_stream)) {
     /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. This rank
      * reports the failure (ncclUnhandledCudaError) and enters the error state, so it never
      * launches a later call on this slot that the peers' waiting kernels would take for this

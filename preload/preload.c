@@ -13,6 +13,7 @@
 #include "common/path.h"
 #include "planner/site.h"
 #include "planner/trace.h"
+#include "preload/banner.h"
 #include "preload/comm.h"
 #include "preload/config.h"
 #include "preload/engine.h"
@@ -92,6 +93,8 @@ void symmpin_preload_test_init(const symmpin_config *cfg) {
   symmpin_preload_exit();
   pthread_once(&init_once, init); /* so that a later first use cannot re-initialise */
   symmpin_comm_registry_reset();
+  pending_ar = (pending_allreduce){0}; /* their references went with the reset */
+  pending_end = NULL;
   symmpin_stats_reset();
   if (allocs) symmpin_allocmap_destroy(allocs);
   allocs = NULL;
@@ -179,7 +182,7 @@ static const symmpin_trace_call end_calls[] = {SYMMPIN_TRACE_COMM_DESTROY, SYMMP
 void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo) {
   pending_split sp = {.valid = true, .parent_ordinal = -1, .parent_device = -1, .color = color};
   symmpin_comm_key key = {0x53504c4954ULL /* "SPLIT": parent unknown */, 0};
-  symmpin_comm *p = symmpin_events_enabled() ? symmpin_comm_find(parent) : NULL;
+  symmpin_comm *p = symmpin_events_enabled() ? symmpin_comm_acquire(parent) : NULL;
   if (p) {
     pthread_mutex_lock(&p->lock);
     uint32_t counter = p->splits++;
@@ -188,6 +191,7 @@ void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_
     sp.parent_known = true;
     sp.parent_ordinal = p->ordinal;
     sp.parent_device = p->device;
+    symmpin_comm_put(p);
   }
   *hi = key.hi;
   *lo = key.lo;
@@ -197,6 +201,7 @@ void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_
 void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi, uint64_t key_lo,
                              int rank, int nranks, int device, bool blocking, int rc) {
   if (!symmpin_events_enabled()) return;
+  symmpin_banner_once(device); /* once per process: versions, GPU, P2P; the NCCL verdict */
   pending_split sp = {0};
   if (call == SYMMPIN_COMM_SPLIT) {
     sp = pending_sp;
@@ -240,9 +245,12 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
 }
 
 void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
+  symmpin_comm_put(pending_end); /* a previous end whose _result never came */
   pending_end = NULL;
   if (!symmpin_events_enabled()) return;
-  symmpin_comm *c = symmpin_comm_find(comm);
+  /* Held until the _result: another thread may end the same communicator meanwhile (PyTorch's
+   * watchdog aborts while the main thread destroys). */
+  symmpin_comm *c = symmpin_comm_acquire(comm);
   if (c && call == SYMMPIN_COMM_ABORT) {
     /* First, without the lock (a thread blocked in symmpin may hold it): every symmpin wait of
      * this communicator, on the host and in the kernels, gives up now. */
@@ -253,6 +261,7 @@ void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
   if (c) {
     /* Before the real call: the engine may still need the communicator's device and streams. */
     pthread_mutex_lock(&c->lock);
+    atomic_store(&c->ended, 1); /* a thread still holding c must not set the engine up again */
     if (call == SYMMPIN_COMM_ABORT)
       symmpin_engine_comm_abandon(c);
     else
@@ -263,10 +272,13 @@ void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
 }
 
 void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc) {
-  if (!symmpin_events_enabled()) return;
-  symmpin_comm *c = pending_end;
+  symmpin_comm *held = pending_end; /* the reference symmpin_event_comm_end took */
   pending_end = NULL;
-  if (c && c->handle != comm) c = NULL;
+  if (!symmpin_events_enabled()) {
+    symmpin_comm_put(held);
+    return;
+  }
+  symmpin_comm *c = held && held->handle == comm ? held : NULL;
   if (symmpin_tracefile_on()) {
     symmpin_trace_event ev;
     symmpin_tracefile_event_init(&ev, end_calls[call]);
@@ -280,6 +292,7 @@ void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc) {
   }
   /* Finalize leaves the handle valid (ncclCommDestroy follows); destroy and abort end it. */
   if (c && call != SYMMPIN_COMM_FINALIZE) symmpin_comm_unregister(c);
+  symmpin_comm_put(held); /* after the unregister: the last reference frees c */
 }
 
 /* The error symmpin holds for c (0 = none); sticky once set. Lock-free: one atomic load when the
@@ -295,7 +308,7 @@ static int comm_async_error(symmpin_comm *c) {
 
 int symmpin_event_comm_async_error(void *comm) {
   if (!symmpin_events_enabled()) return 0;
-  symmpin_comm *c = symmpin_comm_find(comm);
+  symmpin_comm *c = symmpin_comm_acquire(comm);
   if (!c) return 0;
   /* The program's watchdog (PyTorch's polls this) is how ranks blocked behind a divergent call
    * learn of it: compare route logs and read the alarm here too. Never wait for the lock: a
@@ -304,7 +317,9 @@ int symmpin_event_comm_async_error(void *comm) {
     symmpin_engine_comm_poll(c);
     pthread_mutex_unlock(&c->lock);
   }
-  return comm_async_error(c);
+  int err = comm_async_error(c);
+  symmpin_comm_put(c);
+  return err;
 }
 
 /* ---- groups ---- */
@@ -376,11 +391,20 @@ static void buffer_of(const void *addr, uint64_t *id, uint64_t *off) {
   }
 }
 
+/* The pending all-reduce of this thread is over: drop its communicator reference. */
+static void pending_done(pending_allreduce *p) {
+  symmpin_comm_put(p->comm);
+  p->comm = NULL;
+  p->call = NULL;
+}
+
 bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   pending_allreduce *p = &pending_ar;
-  p->call = NULL;
+  pending_done(p); /* a previous call whose _result never came */
   if (!symmpin_events_enabled()) return false;
-  symmpin_comm *cm = symmpin_comm_find(c->comm);
+  /* Held until the call is finished (here or in the _result): a destroy or abort on another
+   * thread must not free cm under us. */
+  symmpin_comm *cm = symmpin_comm_acquire(c->comm);
   p->call = c;
   p->comm = cm;
   p->ec = (symmpin_engine_call){.call = c, .stream_ord = -1, .group_depth = group_depth,
@@ -399,6 +423,12 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   symmpin_log_set_device(cm->device);
   p->ec.site = symmpin_site_id(c->stack, cm->ordinal, c->count, c->dtype, c->op);
   pthread_mutex_lock(&cm->lock);
+  if (atomic_load(&cm->ended)) {
+    /* Destroyed or aborted by another thread since the lookup: NCCL answers for the handle. */
+    pthread_mutex_unlock(&cm->lock);
+    p->reason = SYMMPIN_REASON_COMM;
+    return false;
+  }
   if (cm->rank < 0 || cm->nranks < 0) {
     /* Splits and non-blocking inits: ask NCCL now; ncclInProgress means ask again next time. */
     int r, n;
@@ -419,7 +449,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
     *rc = failed;
     p->reason = SYMMPIN_REASON_ERROR;
     allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
-    p->call = NULL;
+    pending_done(p);
     return true;
   }
   cm->allreduces++;
@@ -430,7 +460,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
   if (taken) {
     allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
-    p->call = NULL;
+    pending_done(p);
   }
   return taken;
 }
@@ -439,7 +469,7 @@ void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
   pending_allreduce *p = &pending_ar;
   if (p->call != c) return;
   allreduce_finish(p, rc, SYMMPIN_PATH_NCCL);
-  p->call = NULL;
+  pending_done(p);
 }
 
 /* ---- process start and exit ---- */
@@ -447,6 +477,7 @@ void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
 static void release_one(symmpin_comm *c, void *arg) {
   (void)arg;
   pthread_mutex_lock(&c->lock);
+  atomic_store(&c->ended, 1);
   symmpin_engine_comm_release(c);
   pthread_mutex_unlock(&c->lock);
 }

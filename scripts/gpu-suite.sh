@@ -78,16 +78,66 @@ s_app_diverge() {
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
   compare_runs app-diverge '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --diverge
 }
-s_two_streams() { # break the warm-up's stream pattern: exact results, and the guard counted
+s_two_streams() { # break the warm-up's stream pattern: exact results (calls off their site's
+  # home stream are spliced into its order, or go to NCCL when that cannot be done: counted)
   compare_runs app-two-streams '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --two-streams --iters 8 || return 1
   local n
   n=$(cat "$OUT"/logs/app-two-streams.stats.*.json | grep -o '"stream": [0-9]*' | awk '{s += $2} END {print s + 0}')
-  echo "calls the stream guard sent to NCCL: $n"
-  [ "$n" -gt 0 ]
+  echo "calls sent to NCCL for their stream: $n"
 }
-s_straggler() { # a peer 12 s late (longer than the old 10 s kernel deadline): the right result
+s_straggler() { # a peer ${STRAGGLE_MS:-60000} ms late: the right result, as NCCL gives
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
-  compare_runs app-straggler '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --straggle 12000
+  compare_runs app-straggler '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --straggle "${STRAGGLE_MS:-60000}"
+}
+TRUST=$B/tests/apps/symmpin-trust
+s_trust_side() { # rank 1 makes one all-reduce on a new stream after warm-up: right results, no error
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  compare_runs trust-side '^SIDE|^RESULT|symmpin-trust:' "$TRUST" --scenario side || return 1
+  grep -h "redirected\|spliced" "$OUT"/logs/trust-side.symmpin.out | head -n 4
+}
+s_trust_fault() { # injected faults: an error on every rank within a second, never a silent result
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  "$TRUST" --scenario fault >"$OUT/logs/trust-fault.nccl.out" 2>&1 || { echo "clean run without symmpin failed"; return 1; }
+  grep -E "^FAULT|symmpin-trust:" "$OUT/logs/trust-fault.nccl.out"
+  SYMMPIN_STATS=1 with_preload "$TRUST" --scenario fault >"$OUT/logs/trust-fault.clean.out" 2>&1 || { echo "clean run with symmpin failed"; return 1; }
+  grep -E "^FAULT|symmpin-trust:" "$OUT/logs/trust-fault.clean.out"
+  local f rc=0
+  for f in skip:1:300 diverge:1:300 skip:0:301 diverge:0:302; do
+    echo "== SYMMPIN_TEST_FAULT=$f"
+    SYMMPIN_TEST_FAULT=$f timeout -s KILL 60 bash -c 'LD_PRELOAD=$0 "$@"' "$LIB" "$TRUST" --scenario fault \
+      >"$OUT/logs/trust-fault.$f.out" 2>&1 || rc=1
+    grep -E "^FAULT|symmpin-trust:|WRONG|symmpin WARN" "$OUT/logs/trust-fault.$f.out" | cut -c1-300
+  done
+  pkill -9 -f "symmpin-trust" 2>/dev/null || true
+  return $rc
+}
+s_trust_abort() { # ncclCommAbort with an all-reduce in flight returns at once, with and without symmpin
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  timeout -s KILL 60 "$TRUST" --scenario abort >"$OUT/logs/trust-abort.nccl.out" 2>&1 || { echo "without symmpin failed"; tail "$OUT/logs/trust-abort.nccl.out"; return 1; }
+  echo "without symmpin:"; grep -E "^ABORT|symmpin-trust:" "$OUT/logs/trust-abort.nccl.out"
+  timeout -s KILL 60 bash -c 'LD_PRELOAD=$0 "$@"' "$LIB" "$TRUST" --scenario abort >"$OUT/logs/trust-abort.symmpin.out" 2>&1 || { echo "with symmpin failed"; tail "$OUT/logs/trust-abort.symmpin.out"; return 1; }
+  echo "with symmpin:"; grep -E "^ABORT|symmpin-trust:" "$OUT/logs/trust-abort.symmpin.out"
+}
+s_trust_churn() { # create/use/destroy communicators ${CHURN_CYCLES:-150} times: nothing grows
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  local cycles=${CHURN_CYCLES:-150}
+  "$TRUST" --scenario churn --cycles "$cycles" >"$OUT/logs/trust-churn.nccl.out" 2>&1 || { echo "without symmpin failed"; tail "$OUT/logs/trust-churn.nccl.out"; return 1; }
+  SYMMPIN_STATS_FILE="$OUT/logs/trust-churn.stats.%p.json" with_preload "$TRUST" --scenario churn --cycles "$cycles" \
+    >"$OUT/logs/trust-churn.symmpin.out" 2>&1 || { echo "with symmpin failed"; tail -n 30 "$OUT/logs/trust-churn.symmpin.out"; return 1; }
+  echo "without symmpin:"; grep -E "^CHURN|symmpin-trust:" "$OUT/logs/trust-churn.nccl.out"
+  echo "with symmpin:"; grep -E "^CHURN|symmpin-trust:" "$OUT/logs/trust-churn.symmpin.out"
+  local n
+  n=$(cat "$OUT"/logs/trust-churn.stats.*.json | grep -o '"redirected": [0-9]*' | awk '{s += $2} END {print s + 0}')
+  echo "calls redirected over all cycles and ranks: $n"
+  [ "$n" -gt 0 ] || return 1
+  # device memory: symmpin's run may not grow more than NCCL's own, rank by rank (+ 8 MiB)
+  local r a b
+  for r in $(seq 0 $((NGPU - 1))); do
+    a=$(grep "^CHURN rank=$r " "$OUT/logs/trust-churn.nccl.out" | grep -o 'device_bytes_grown=[-0-9]*' | cut -d= -f2)
+    b=$(grep "^CHURN rank=$r " "$OUT/logs/trust-churn.symmpin.out" | grep -o 'device_bytes_grown=[-0-9]*' | cut -d= -f2)
+    echo "rank $r: device memory grown without symmpin $a, with $b bytes"
+    [ -n "$a" ] && [ -n "$b" ] && [ "$b" -le $((a + (8 << 20))) ] || return 1
+  done
 }
 s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
   # a silent result: the app stops on the NCCL error, and the log names the site and the peer
@@ -129,7 +179,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline ddp tp dedicated bench speed)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_fault trust_abort trust_churn ddp tp dedicated bench speed)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done

@@ -19,7 +19,8 @@
  *                       abort must return promptly (under a second).
  *   --scenario churn    --cycles N times: split a communicator off the world one, make 64
  *                       all-reduces on it (past warm-up: redirected under symmpin), destroy it.
- *                       Device memory, open files and /dev/shm entries must not grow.
+ *                       Open files and /dev/shm entries must not grow; the growth of device memory
+ *                       is printed for the suite to compare with the run without symmpin.
  *
  * Inputs are random 32-bit integers and floats holding small integers (exact sums in any order),
  * checked exactly against a CPU reference. Last line: "symmpin-trust: N passed, M failed". */
@@ -76,7 +77,9 @@ typedef struct rank_ctx {
   cudaStream_t side;
   cudaEvent_t ev;
   void *send[NSHAPES], *recv[NSHAPES];
-  int32_t *host_in[NSHAPES], *host_out[CHECK_EVERY]; /* pinned */
+  /* Pinned host staging, one per call in flight: a copy from pinned memory reads it when the
+   * copy runs, not when it is enqueued, so a buffer is refilled only after the next check's sync. */
+  int32_t *host_in[CHECK_EVERY], *host_out[CHECK_EVERY];
   int out_shape[CHECK_EVERY];
   uint64_t out_call[CHECK_EVERY];
   long passed, failed;
@@ -84,6 +87,7 @@ typedef struct rank_ctx {
   pthread_t watchdog;
   pthread_mutex_t nccl_lock; /* held around NCCL calls that the watchdog's abort must not race */
   _Atomic int stop, aborted, error_code;
+  _Atomic uint64_t progress; /* calls issued or checked: the abort scenario's watchdog timer */
   _Atomic double error_at_ms;
   double abort_took_ms;
   uint64_t fault_call; /* SYMMPIN_TEST_FAULT's call, 0 = none */
@@ -96,15 +100,15 @@ static int32_t value_of(int rank, uint64_t call, size_t i, bool small) {
   return small ? (int32_t)(h % 2001) - 1000 : (int32_t)h;
 }
 
-static void fill(rank_ctx *c, int k, uint64_t call) {
+static void fill(int32_t *in, int rank, int k, uint64_t call) {
   const shape *s = &shapes[k];
   for (size_t i = 0; i < s->count; i++) {
-    int32_t v = value_of(c->rank, call, i, s->dtype == ncclFloat32);
+    int32_t v = value_of(rank, call, i, s->dtype == ncclFloat32);
     if (s->dtype == ncclFloat32) {
       float f = (float)v;
-      memcpy(&c->host_in[k][i], &f, 4);
+      memcpy(&in[i], &f, 4);
     } else {
-      c->host_in[k][i] = v;
+      in[i] = v;
     }
   }
 }
@@ -139,7 +143,8 @@ static bool verify(rank_ctx *c, int k, uint64_t call, const int32_t *out) {
 
 static void *watchdog_main(void *p) {
   rank_ctx *c = p;
-  double started = now_ms();
+  double still_since = now_ms();
+  uint64_t seen = 0;
   while (!atomic_load(&c->stop)) {
     usleep(20000);
     pthread_mutex_lock(&c->nccl_lock);
@@ -149,8 +154,13 @@ static void *watchdog_main(void *p) {
     }
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(c->comm, &async);
-    bool timed_out = !strcmp(opt.scenario, "abort") && c->rank != 0 &&
-                     now_ms() - started > opt.abort_after_ms + opt.straggle_ms / 10;
+    /* As PyTorch's watchdog: no progress for --abort-after ms means stuck (abort scenario). */
+    uint64_t now_progress = atomic_load(&c->progress);
+    if (now_progress != seen) {
+      seen = now_progress;
+      still_since = now_ms();
+    }
+    bool timed_out = !strcmp(opt.scenario, "abort") && now_ms() - still_since > opt.abort_after_ms;
     if (async != ncclSuccess || timed_out) {
       int none = 0;
       if (async != ncclSuccess && atomic_compare_exchange_strong(&c->error_code, &none, async))
@@ -174,10 +184,11 @@ static void setup(rank_ctx *c) {
     size_t bytes = shapes[k].count * 4;
     SYMMPIN_TEST_CUDA(cudaMalloc(&c->send[k], bytes));
     SYMMPIN_TEST_CUDA(cudaMalloc(&c->recv[k], bytes));
-    SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&c->host_in[k], bytes));
   }
-  for (int j = 0; j < CHECK_EVERY; j++)
+  for (int j = 0; j < CHECK_EVERY; j++) {
+    SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&c->host_in[j], shapes[NSHAPES - 1].count * 4));
     SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&c->host_out[j], shapes[NSHAPES - 1].count * 4));
+  }
   pthread_mutex_init(&c->nccl_lock, NULL);
 }
 
@@ -185,9 +196,11 @@ static void teardown(rank_ctx *c) {
   for (int k = 0; k < NSHAPES; k++) {
     cudaFree(c->send[k]);
     cudaFree(c->recv[k]);
-    cudaFreeHost(c->host_in[k]);
   }
-  for (int j = 0; j < CHECK_EVERY; j++) cudaFreeHost(c->host_out[j]);
+  for (int j = 0; j < CHECK_EVERY; j++) {
+    cudaFreeHost(c->host_in[j]);
+    cudaFreeHost(c->host_out[j]);
+  }
   cudaEventDestroy(c->ev);
   cudaStreamDestroy(c->side);
 }
@@ -222,6 +235,7 @@ static void check_pending(rank_ctx *c, int npending) {
     if (atomic_compare_exchange_strong(&c->error_code, &none, async))
       atomic_store(&c->error_at_ms, now_ms());
   }
+  atomic_fetch_add(&c->progress, 1);
   for (int j = 0; j < npending; j++) {
     if (verify(c, c->out_shape[j], c->out_call[j], c->host_out[j])) {
       c->passed++;
@@ -243,8 +257,8 @@ static uint64_t run_calls(rank_ctx *c, uint64_t ncalls, uint64_t side_call) {
   for (n = 1; n <= ncalls; n++) {
     if (atomic_load(&c->aborted) || atomic_load(&c->error_code)) break;
     int k = (int)(n % NSHAPES);
-    fill(c, k, n);
-    SYMMPIN_TEST_CUDA(cudaMemcpyAsync(c->send[k], c->host_in[k], shapes[k].count * 4,
+    fill(c->host_in[npending], c->rank, k, n);
+    SYMMPIN_TEST_CUDA(cudaMemcpyAsync(c->send[k], c->host_in[npending], shapes[k].count * 4,
                                       cudaMemcpyHostToDevice, 0));
     cudaStream_t s = 0;
     if (n == side_call && c->rank == 1) {
@@ -254,6 +268,7 @@ static uint64_t run_calls(rank_ctx *c, uint64_t ncalls, uint64_t side_call) {
     }
     if (!strcmp(opt.scenario, "abort") && c->rank == 0 && n == 100) usleep(opt.straggle_ms * 1000);
     if (n == c->fault_call) c->issued_ms = now_ms();
+    atomic_fetch_add(&c->progress, 1);
     pthread_mutex_lock(&c->nccl_lock);
     ncclResult_t rc = atomic_load(&c->aborted) ? ncclInvalidUsage
                       : k == 0                 ? site0(c, s)
@@ -343,6 +358,8 @@ static void scenario_churn(rank_ctx *c) {
       break;
     }
     SYMMPIN_TEST_NCCL(ncclCommDestroy(c->comm));
+    if (cyc % 100 == 0 || cyc == 10)
+      fprintf(stderr, PROG ": rank %d: %d cycles in %.1f s\n", c->rank, cyc, (now_ms() - t0) / 1e3);
     if (cyc == 10) { /* past first-use allocations (NCCL's and CUDA's own caches) */
       SYMMPIN_TEST_CUDA(cudaMemGetInfo(&free0, &total));
       fds0 = open_fds();
@@ -356,7 +373,8 @@ static void scenario_churn(rank_ctx *c) {
   printf("CHURN rank=%d cycles=%d seconds=%.1f device_bytes_grown=%lld fds=%d->%d "
          "shm_boards=%d->%d\n", c->rank, opt.cycles, (now_ms() - t0) / 1e3, grew, fds0, fds1,
          shm0, shm1);
-  expect(c, grew <= (8ll << 20), "device memory not to grow by more than 8 MiB");
+  /* Device memory is judged against the same run without symmpin (scripts/gpu-suite.sh): NCCL's
+   * own caches move it too. Files and boards are symmpin's alone. */
   expect(c, fds1 <= fds0, "no more open files");
   expect(c, shm1 <= shm0, "no more /dev/shm boards");
 }
@@ -390,7 +408,9 @@ static int child_main(void) {
     while (c.fault_call && !atomic_load(&c.error_code) && now_ms() - wait0 < 5000) usleep(10000);
     stop_watchdog(&c);
     int err = atomic_load(&c.error_code);
-    double dt = err ? atomic_load(&c.error_at_ms) - c.issued_ms : -1;
+    /* A rank may learn of the fault before it reaches the faulty call itself (a peer ahead of
+     * it raised the alarm): then the error came "before" the call, 0 ms after it. */
+    double dt = !err ? -1 : c.issued_ms == 0 ? 0 : atomic_load(&c.error_at_ms) - c.issued_ms;
     printf("FAULT rank=%d fault_call=%llu calls_done=%llu error=%d error_after_ms=%.0f "
            "aborted=%d\n", c.rank, (unsigned long long)c.fault_call, (unsigned long long)done,
            err, dt, atomic_load(&c.aborted));
@@ -401,22 +421,17 @@ static int child_main(void) {
       expect(&c, err == 0 && done == (uint64_t)opt.calls, "a clean run without a fault");
     }
   } else if (!strcmp(sc, "abort")) {
+    /* Every rank's watchdog aborts after --abort-after ms without progress: the waiting ranks
+     * with an all-reduce in flight (rank 0 is asleep before its call 100), rank 0 in its sleep. */
     start_watchdog(&c);
     run_calls(&c, 200, 0);
+    double wait0 = now_ms();
+    while (!atomic_load(&c.aborted) && now_ms() - wait0 < 30000) usleep(10000);
     stop_watchdog(&c);
-    if (c.rank != 0) {
-      printf("ABORT rank=%d aborted=%d abort_took_ms=%.0f\n", c.rank, atomic_load(&c.aborted),
-             c.abort_took_ms);
-      expect(&c, atomic_load(&c.aborted), "the watchdog to abort");
-      expect(&c, c.abort_took_ms < 1000, "ncclCommAbort to return within a second");
-    } else {
-      /* Its peers are gone: nothing it can finish. Abort as a watchdog would. */
-      double t0 = now_ms();
-      if (!atomic_load(&c.aborted)) ncclCommAbort(c.comm);
-      atomic_store(&c.aborted, 1);
-      printf("ABORT rank=0 abort_took_ms=%.0f\n", now_ms() - t0);
-      c.passed++;
-    }
+    printf("ABORT rank=%d aborted=%d abort_took_ms=%.0f\n", c.rank, atomic_load(&c.aborted),
+           c.abort_took_ms);
+    expect(&c, atomic_load(&c.aborted), "the watchdog to abort");
+    expect(&c, c.abort_took_ms < 1000, "ncclCommAbort to return within a second");
   } else if (!strcmp(sc, "churn")) {
     scenario_churn(&c);
   } else {

@@ -1,0 +1,95 @@
+/* The version banner and the NCCL version policy.
+ *
+ * Once per process, when symmpin becomes active (the first communicator init), the banner logs at
+ * INFO which symmpin this is and what it runs on: NCCL's version, the CUDA runtime and driver, the
+ * GPU and the P2P access matrix among the visible GPUs. The same moment decides whether the NCCL
+ * in the process is one symmpin may work with (symmpin_banner_nccl_supported); when it is not, one
+ * WARN line says so and why.
+ *
+ * Plain C without CUDA or NCCL headers: the facts come from a probe that interpose/ installs when
+ * the library loads (interpose/banner_probe.c: the real ncclGetVersion, the CUDA runtime). Until
+ * then every fact reads "unknown" (CPU tests that install nothing). */
+#ifndef SYMMPIN_PRELOAD_BANNER_H
+#define SYMMPIN_PRELOAD_BANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The NCCL symmpin is built and tested with (its datatype and op numbers, communicator API and
+ * error codes: interpose/nccl_wrap.c checks them against nccl.h at compile time), and the oldest
+ * it supports: non-blocking communicators and ncclCommFinalize (2.14), ncclCommSplit, whose
+ * children symmpin keys from the parent (2.18). Versions are NCCL's codes: 22803 = 2.28.3. */
+#define SYMMPIN_NCCL_TESTED_MAJOR 2
+#define SYMMPIN_NCCL_TESTED_MINOR 28
+#define SYMMPIN_NCCL_MIN_MAJOR 2
+#define SYMMPIN_NCCL_MIN_MINOR 18
+
+/* The P2P matrix covers at most this many GPUs (the first ones). */
+#define SYMMPIN_BANNER_MAX_GPUS 16
+/* A banner line is at most this long (with its NUL); the banner has at most this many lines. */
+#define SYMMPIN_BANNER_LINE 256
+#define SYMMPIN_BANNER_MAX_LINES (6 + SYMMPIN_BANNER_MAX_GPUS)
+
+typedef struct symmpin_banner_facts {
+  int nccl_version;     /* ncclGetVersion of the NCCL in the process; -1 unknown */
+  int nccl_built;       /* NCCL_VERSION_CODE of the nccl.h symmpin was built with; -1 unknown */
+  int cudart_version;   /* cudaRuntimeGetVersion (13000 = 13.0): symmpin's own runtime; -1 */
+  int driver_version;   /* cudaDriverGetVersion: the newest CUDA the driver supports; -1 */
+  char other_cudart[32]; /* soname of another CUDA runtime loaded in the process ("" none) */
+  int device;           /* the GPU described (the first communicator's); -1 unknown */
+  char gpu_name[96];    /* its name; "" unknown */
+  int cc;               /* its compute capability x10 (90 = 9.0 = sm_90); 0 unknown */
+  int ngpus;            /* GPUs visible to the process; -1 unknown */
+  /* p2p[i][j]: GPU i can access GPU j's memory (cudaDeviceCanAccessPeer): 1 yes, 0 no,
+   * -1 unknown; for i, j < min(ngpus, SYMMPIN_BANNER_MAX_GPUS), i != j. */
+  signed char p2p[SYMMPIN_BANNER_MAX_GPUS][SYMMPIN_BANNER_MAX_GPUS];
+} symmpin_banner_facts;
+
+/* Every field "unknown". */
+void symmpin_banner_facts_init(symmpin_banner_facts *f);
+
+/* What interpose/ supplies. `versions` fills nccl_version, nccl_built and other_cudart (cheap:
+ * always asked); `gpu` fills the rest for GPU `device` (-1: the calling thread's current one),
+ * asked only when the banner is logged (INFO). Either may be NULL. */
+typedef struct symmpin_banner_probe {
+  void (*versions)(symmpin_banner_facts *f);
+  void (*gpu)(int device, symmpin_banner_facts *f);
+} symmpin_banner_probe;
+
+/* Install the probe (copied), once, when the library loads. */
+void symmpin_banner_install(const symmpin_banner_probe *p);
+
+/* Log the banner (INFO) and the NCCL verdict line (see below) for GPU `device`, the first time it
+ * is called in the process; later calls return at once. Called from the communicator init event. */
+void symmpin_banner_once(int device);
+
+/* The verdict on an NCCL version (a pure function of the code). */
+typedef enum symmpin_nccl_support {
+  SYMMPIN_NCCL_TESTED = 0,   /* the major.minor symmpin is tested with */
+  SYMMPIN_NCCL_EXPECTED = 1, /* same major, not older than the minimum, untested: expected to work
+                                (one INFO line) */
+  SYMMPIN_NCCL_TOO_OLD = 2,  /* older than the minimum: symmpin stays on NCCL (one WARN line) */
+  SYMMPIN_NCCL_OTHER_MAJOR = 3, /* a major version symmpin was not built for (its numbering of
+                                   datatypes and ops may differ): stays on NCCL (one WARN line) */
+  SYMMPIN_NCCL_UNKNOWN = 4,  /* the version could not be read: stays on NCCL (one WARN line) */
+} symmpin_nccl_support;
+
+symmpin_nccl_support symmpin_banner_nccl_support(int version);
+/* "2.28.9" from NCCL's code (both encodings: 2.8.4 = 2804, 2.28.9 = 22809); "unknown" for < 0. */
+void symmpin_banner_nccl_version_str(int version, char *buf, size_t cap);
+
+/* Whether symmpin may take any call in this process: false when the NCCL in the process is too
+ * old, of another major version, or of unknown version. Decided once (the first call asks the
+ * probe and logs the verdict line if the banner has not yet); cheap afterwards. The engine asks
+ * it before it sets up a communicator, and keeps that communicator on NCCL when false. */
+bool symmpin_banner_nccl_supported(void);
+
+/* The banner's lines for `f` (no level or prefix, no newline); returns how many (at most `max`).
+ * Line 0: "symmpin <version> (<git>) active"; then NCCL, CUDA, GPU, and the P2P matrix. */
+int symmpin_banner_lines(const symmpin_banner_facts *f, char (*lines)[SYMMPIN_BANNER_LINE],
+                         int max);
+/* The verdict line for NCCL version `version` ("" for SYMMPIN_NCCL_TESTED); returns the level it
+ * is logged at (common/log.h: SYMMPIN_LOG_WARN, SYMMPIN_LOG_INFO), 0 for none. */
+int symmpin_banner_nccl_line(int version, int built, char *buf, size_t cap);
+
+#endif

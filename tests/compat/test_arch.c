@@ -1,0 +1,63 @@
+/* Which GPUs the kernels run on, and where programmatic dependent launch is used
+ * (kernels/select.h): the policy behind symmpin_kernel_device_check, on the CPU. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "kernels/select.h"
+
+Test(arch, carried_code_is_named) {
+  /* meson passes the list: at least the default's sm_90, never the fallback. */
+  const char *a = symmpin_kernel_archs();
+  cr_assert(strstr(a, "sm_") || strstr(a, "compute_"), "%s", a);
+  cr_assert(strcmp(a, "unknown") != 0);
+}
+
+Test(arch, gpus_with_code_are_accepted) {
+  char why[300] = "x";
+  /* sm_80 code on sm_86 and sm_89, sm_90 native, sm_110 JIT-compiled from compute_90 PTX; a GPU
+   * whose compute capability could not be read, but for which the runtime has code. */
+  int ok[] = {80, 86, 89, 90, 100, 103, 110, 120, 121, 0};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    cr_assert_eq(symmpin_kernel_arch_check(0, ok[i], true, NULL, why, sizeof why), SYMMPIN_OK,
+                 "sm_%d with code", ok[i]);
+    cr_assert_str_empty(why);
+  }
+}
+
+Test(arch, older_gpus_are_refused_by_name) {
+  char why[300];
+  /* Even where the runtime found code (a build for sm_75): the kernels need sm_80. */
+  cr_assert_eq(symmpin_kernel_arch_check(1, 75, true, NULL, why, sizeof why),
+               SYMMPIN_ERR_UNSUPPORTED);
+  cr_assert(strstr(why, "compute capability 8.0 (sm_80) or newer"), "%s", why);
+  cr_assert(strstr(why, "device 1, sm_75"), "%s", why);
+  cr_assert_eq(symmpin_kernel_arch_check(0, 70, false, "no kernel image", why, sizeof why),
+               SYMMPIN_ERR_UNSUPPORTED);
+}
+
+Test(arch, gpus_without_code_are_refused_with_the_list) {
+  char why[300];
+  cr_assert_eq(symmpin_kernel_arch_check(3, 110, false, "no kernel image is available", why,
+                                         sizeof why),
+               SYMMPIN_ERR_UNSUPPORTED);
+  cr_assert(strstr(why, "no code for this GPU (device 3, sm_110)"), "%s", why);
+  cr_assert(strstr(why, symmpin_kernel_archs()), "%s", why);
+  cr_assert(strstr(why, "gpu_archs"), "%s", why);
+  cr_assert(strstr(why, "CUDA says: no kernel image is available"), "%s", why);
+  /* Unknown compute capability: still a sentence. */
+  cr_assert_eq(symmpin_kernel_arch_check(0, 0, false, NULL, why, sizeof why),
+               SYMMPIN_ERR_UNSUPPORTED);
+  cr_assert(strstr(why, "compute capability unknown"), "%s", why);
+  /* why may be NULL. */
+  cr_assert_eq(symmpin_kernel_arch_check(0, 90, false, NULL, NULL, 0), SYMMPIN_ERR_UNSUPPORTED);
+}
+
+Test(arch, pdl_only_where_gpu_and_code_have_it) {
+  cr_assert(symmpin_kernel_pdl_usable(90, 90));
+  cr_assert(symmpin_kernel_pdl_usable(100, 100));
+  cr_assert(symmpin_kernel_pdl_usable(110, 90)); /* JIT from compute_90: griddepcontrol inside */
+  cr_assert_not(symmpin_kernel_pdl_usable(80, 80));
+  cr_assert_not(symmpin_kernel_pdl_usable(89, 80));
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 80)); /* sm_90 GPU running compute_80 code */
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 0));
+}
