@@ -115,7 +115,7 @@ const char *symmpin_kernel_slot_class_name(int slot_class);
 symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stream);
 
 /* Whether the kernels can run on the current CUDA device: the library carries code for the GPU
- * generations it was built for (meson option gpu_arch) and no other. SYMMPIN_ERR_UNSUPPORTED (with
+ * generations it was built for (meson options gpu_archs, gpu_ptx) and no other. SYMMPIN_ERR_UNSUPPORTED (with
  * the reason in why) for any other GPU: the caller keeps every call on NCCL instead of launching
  * kernels that would fail. Logs nothing (an expected outcome the caller reports once). */
 symmpin_status symmpin_kernel_device_check(char *why, size_t why_len);
