@@ -26,6 +26,8 @@ out=$(LD_LIBRARY_PATH="$fakes" SYMMPIN_TIMEOUT_MS=200 "$symmpin" run -- "$app" b
 ok "run under the fake program succeeds" '[ $rc -eq 0 ]'
 ok "the summary counts its all-reduces per communicator" \
   '[[ "$out" =~ communicator\ [0-9]+\ \([0-9]+\ ranks.*\):\ [0-9]+\ of\ [1-9][0-9]*\ all-reduces ]]'
+ok "the summary says where the busiest sites are (module+offset, for addr2line)" \
+  '[[ "$out" =~ site\ [0-9a-fx]+\ at\ fake_app\+0x[0-9a-f]+ ]]'
 out2=$(LD_LIBRARY_PATH="$fakes" SYMMPIN_TIMEOUT_MS=200 "$symmpin" run --stats -- "$app" basic 2>&1)
 ok "--stats adds the per-site tables" '[[ "$out2" == *"nccl reasons"* ]]'
 
