@@ -4,9 +4,11 @@ panel per (datatype, mode), one line per implementation found in the CSV: NCCL, 
 symmetric window (when the CSV has it), symmpin's staged and in-slot forms. Times are the medians
 over the rounds (the CSV's median_us); a point whose result check failed is drawn as an x.
 
-usage: plot_bench.py CSV [-o PNG] [--title TEXT]
+usage: plot_bench.py CSV [-o PNG|SVG] [--title TEXT] [--dtype DTYPE]
+An output ending in .svg is drawn by this script alone (no matplotlib needed: the plot in the
+README is made so); any other by matplotlib.
 Exit status: 0 plot written; 2 bad usage or a CSV this script cannot read; 3 matplotlib is not
-installed (python3-matplotlib on Debian, or pip install matplotlib)."""
+installed for a PNG (python3-matplotlib on Debian, or pip install matplotlib)."""
 import argparse
 import csv
 import math
@@ -21,6 +23,8 @@ LABELS = {
     "symmpin_staged": "symmpin (staged)",
     "symmpin_direct": "symmpin (in-slot)",
 }
+SVG_COLOURS = {"nccl": "#7f7f7f", "nccl_win": "#1f77b4", "symmpin_staged": "#ff7f0e",
+               "symmpin_direct": "#2ca02c"}
 STYLE = {  # colour and line per implementation: NCCL dashed, symmpin solid
     "nccl": ("tab:gray", "--"),
     "nccl_win": ("tab:blue", "--"),
@@ -145,18 +149,107 @@ def plot(panels, dtypes, variants, out, title):
     print(f"{PROG}: wrote {out}")
 
 
+def plot_svg(panels, dtypes, variants, out, title):
+    """The same panels as plot(), as a plain SVG written here (log2 sizes, log10 times)."""
+    modes = [m for m in MODES if any((d, m) in panels for d in dtypes)]
+    modes += sorted({m for (_, m) in panels} - set(modes))
+    W, H, ML, MR, MT, MB = 560, 380, 62, 12, 34, 48  # one panel and its margins
+    xs = [p[0] for lines in panels.values() for pts in lines.values() for p in pts]
+    ys = [p[1] for lines in panels.values() for pts in lines.values() for p in pts]
+    x0, x1 = math.log2(min(xs)), math.log2(max(xs))
+    y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    x1 = max(x1, x0 + 1)
+    y1 = max(y1, y0 + 1)
+    head = 40
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * len(modes)}" '
+           f'height="{H * len(dtypes) + head}" font-family="sans-serif" font-size="11">',
+           f'<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{W * len(modes) / 2}" y="24" text-anchor="middle" font-size="15">'
+           f'{title or "all-reduce time per call: NCCL against symmpin"}</text>']
+    for r, dtype in enumerate(dtypes):
+        for c, mode in enumerate(modes):
+            ox, oy = c * W, head + r * H
+            pw, ph = W - ML - MR, H - MT - MB
+
+            def X(b):
+                return ox + ML + (math.log2(b) - x0) / (x1 - x0) * pw
+
+            def Y(us):
+                return oy + MT + (1 - (math.log10(us) - y0) / (y1 - y0)) * ph
+            svg.append(f'<text x="{ox + W / 2}" y="{oy + 20}" text-anchor="middle" '
+                       f'font-size="13">{mode}, {dtype}</text>')
+            svg.append(f'<rect x="{ox + ML}" y="{oy + MT}" width="{pw}" height="{ph}" '
+                       f'fill="none" stroke="black"/>')
+            for e in range(int(y0), int(y1) + 1):
+                for m in (1, 2, 5):
+                    v = m * 10 ** e
+                    if not 10 ** y0 <= v <= 10 ** y1:
+                        continue
+                    y = Y(v)
+                    svg.append(f'<line x1="{ox + ML}" x2="{ox + ML + pw}" y1="{y:.1f}" '
+                               f'y2="{y:.1f}" stroke="#ddd"/>')
+                    svg.append(f'<text x="{ox + ML - 4}" y="{y + 4:.1f}" '
+                               f'text-anchor="end">{v:g}</text>')
+            for k in range(math.ceil(x0), math.floor(x1) + 1, 2):
+                x = X(2 ** k)
+                svg.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{oy + MT}" y2="{oy + MT + ph}" '
+                           f'stroke="#ddd"/>')
+                svg.append(f'<text x="{x:.1f}" y="{oy + MT + ph + 14}" '
+                           f'text-anchor="middle">{size_label(2 ** k)}</text>')
+            svg.append(f'<text x="{ox + ML + pw / 2}" y="{oy + H - 10}" '
+                       f'text-anchor="middle">bytes per rank</text>')
+            svg.append(f'<text x="{ox + 14}" y="{oy + MT + ph / 2}" text-anchor="middle" '
+                       f'transform="rotate(-90 {ox + 14} {oy + MT + ph / 2})">us per call '
+                       f'(median of rounds)</text>')
+            lines = panels.get((dtype, mode), {})
+            ly = oy + MT + 14
+            for variant in variants:
+                pts = sorted(lines.get(variant, []))
+                if not pts:
+                    continue
+                colour = SVG_COLOURS.get(variant, "black")
+                dash = ' stroke-dasharray="6,4"' if variant.startswith("nccl") else ""
+                path = " ".join(f"{X(b):.1f},{Y(us):.1f}" for b, us, _ in pts)
+                svg.append(f'<polyline points="{path}" fill="none" stroke="{colour}" '
+                           f'stroke-width="1.8"{dash}/>')
+                for b, us, ok in pts:
+                    svg.append(f'<circle cx="{X(b):.1f}" cy="{Y(us):.1f}" r="2.2" '
+                               f'fill="{colour if ok else "red"}"/>')
+                svg.append(f'<line x1="{ox + ML + 10}" x2="{ox + ML + 34}" y1="{ly - 4}" '
+                           f'y2="{ly - 4}" stroke="{colour}" stroke-width="1.8"{dash}/>')
+                svg.append(f'<text x="{ox + ML + 40}" y="{ly}">'
+                           f'{LABELS.get(variant, variant)}</text>')
+                ly += 15
+    svg.append("</svg>")
+    try:
+        with open(out, "w") as f:
+            f.write("\n".join(svg) + "\n")
+    except OSError as e:
+        fail(f"cannot write {out}: {e.strerror}", 2)
+    print(f"{PROG}: wrote {out}")
+
+
 def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="the CSV symmpin-bench wrote (--csv)")
     ap.add_argument("-o", "--output", help="the PNG to write (default: CSV with .png)")
     ap.add_argument("--title", help="the figure's title")
+    ap.add_argument("--dtype", help="only this datatype's panels (e.g. bf16)")
     args = ap.parse_args()  # exits 2 on a bad option, naming it
     out = args.output or os.path.splitext(args.csv)[0] + ".png"
     try:
         panels, dtypes, variants = read_csv(args.csv)
     except UsageError as e:
         fail(str(e), 2)
-    plot(panels, dtypes, variants, out, args.title)
+    if args.dtype:
+        if args.dtype not in dtypes:
+            fail(f"no datatype {args.dtype} in {args.csv} (it has {', '.join(dtypes)})", 2)
+        dtypes = [args.dtype]
+        panels = {k: v for k, v in panels.items() if k[0] == args.dtype}
+    if out.endswith(".svg"):
+        plot_svg(panels, dtypes, variants, out, args.title)
+    else:
+        plot(panels, dtypes, variants, out, args.title)
 
 
 if __name__ == "__main__":

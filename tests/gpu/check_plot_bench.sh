@@ -36,6 +36,27 @@ ok "a bad option: exit 2, named" '[ $rc -eq 2 ] && [[ "$err" == *"--frobnicate"*
 out=$(python3 "$plot" --help 2>&1); rc=$?
 ok "--help: exit 0" '[ $rc -eq 0 ] && [[ "$out" == usage:* ]]'
 
+# SVG: drawn by the script alone (the README's plot), so always checked: well-formed, one line per
+# implementation and panel, every point inside the picture, matplotlib hidden.
+out=$(PYTHONPATH="$tmp/hide" python3 "$plot" "$tmp/bench.csv" -o "$tmp/bench.svg" 2>&1); rc=$?
+ok "an SVG without matplotlib" '[ $rc -eq 0 ] && [ -s "$tmp/bench.svg" ]'
+ok "the SVG is well-formed, its lines and points inside it" 'python3 - "$tmp/bench.svg" "$tmp/bench.csv" <<"PY"
+import csv, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+w, h = float(root.get("width")), float(root.get("height"))
+rows = list(csv.DictReader(open(sys.argv[2])))
+want = len({(r["dtype"], r["mode"], r["variant"]) for r in rows if float(r["median_us"] or 0) > 0})
+lines = root.findall(ns + "polyline")
+assert len(lines) == want, (len(lines), want)
+for pl in lines:
+    for pt in pl.get("points").split():
+        x, y = map(float, pt.split(","))
+        assert 0 <= x <= w and 0 <= y <= h, (x, y, w, h)
+PY'
+err=$(python3 "$plot" "$tmp/bench.csv" --dtype nosuch -o "$tmp/y.svg" 2>&1); rc=$?
+ok "--dtype that the CSV lacks: exit 2, named" '[ $rc -eq 2 ] && [[ "$err" == *"no datatype nosuch"* ]]'
+
 if python3 -c 'import matplotlib' 2>/dev/null; then
   out=$(python3 "$plot" "$tmp/bench.csv" -o "$tmp/bench.png" 2>&1); rc=$?
   ok "with matplotlib: a PNG is written" \
