@@ -17,9 +17,12 @@ ok "an unknown run option is named, exit 2" '[ $rc -eq 2 ] && [[ "$err" == *"--n
 "$symmpin" run -- sh -c 'exit 7' >/dev/null 2>&1; rc=$?
 ok "run passes the program's exit status on" '[ $rc -eq 7 ]'
 junk=$(mktemp); echo "not a shared object" >"$junk"
-out=$(SYMMPIN_LIB="$junk" "$symmpin" run -- true 2>&1); rc=$?
+out=$(SYMMPIN_LIB="$junk" "$symmpin" run --require -- true 2>&1); rc=$?
+ok "--require: a library that cannot be loaded is an error" '[ $rc -eq 2 ] && [[ "$out" == *"cannot be preloaded"* ]]'
+out=$(SYMMPIN_LIB="$junk" "$symmpin" run -- sh -c 'echo ran; exit 5' 2>&1); rc=$?
 rm -f "$junk"
-ok "a library that cannot be loaded is an error, not a silent run" '[ $rc -eq 2 ] && [[ "$out" == *"cannot be preloaded"* ]]'
+ok "otherwise the program runs without symmpin, said in one line, its status passed on" \
+  '[ $rc -eq 5 ] && [[ "$out" == *"running without symmpin"* ]] && [[ "$out" == *ran* ]] && [ "$(grep -c "symmpin: " <<<"$out")" -eq 1 ]'
 
 # A program with fake communicators: the library records its all-reduces; the summary merges them.
 out=$(LD_LIBRARY_PATH="$fakes" SYMMPIN_TIMEOUT_MS=200 "$symmpin" run -- "$app" basic 2>&1); rc=$?
