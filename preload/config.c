@@ -66,6 +66,10 @@ static const symmpin_config_var vars[] = {
      "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
      "docs/callsite.md)",
      OFF(stack_depth), 1, SYMMPIN_STACK_DEPTH_MAX, NULL},
+    {"SYMMPIN_MEASURE", SYMMPIN_CONFIG_BOOL, "0",
+     "time one eager all-reduce in 8 with CUDA events, on NCCL before a site is pinned and on "
+     "symmpin after, for the statistics' time per call and the time saved (symmpin run sets it)",
+     OFF(measure), 0, 0, NULL},
     {"SYMMPIN_TEST_FAULT", SYMMPIN_CONFIG_STRING, "",
      "tests only: inject one fault, skip:RANK:CALL (that rank fails to launch the kernel of "
      "its CALL-th all-reduce on each communicator) or diverge:RANK:CALL (that rank sends that "

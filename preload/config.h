@@ -31,6 +31,7 @@ typedef struct symmpin_config {
   uint64_t timeout_ms;                       /* SYMMPIN_TIMEOUT_MS: the agreement's waits */
   uint64_t kernel_timeout_ms;                /* SYMMPIN_KERNEL_TIMEOUT_MS: 0 = no deadline */
   int stack_depth;                           /* SYMMPIN_STACK_DEPTH */
+  bool measure;                              /* SYMMPIN_MEASURE: time sampled calls */
   char test_fault[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_TEST_FAULT: tests only, "" = none */
 } symmpin_config;
 

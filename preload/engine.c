@@ -70,6 +70,20 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
   return f.kind == kind && f.rank == c->rank && f.call == n;
 }
 
+/* SYMMPIN_MEASURE: one eager call in TIMING_EVERY is timed with a pair of CUDA events (recorded
+ * around NCCL's call or symmpin's kernel on the call's stream), at most TIMING_PAIRS in flight;
+ * a finished pair is read (cudaEventQuery, never a wait) at a later call. */
+#define TIMING_EVERY 8
+#define TIMING_PAIRS 16
+#define TIMING_READS_PER_CALL 2
+
+typedef struct timing_pair {
+  cudaEvent_t start, end; /* created on first use */
+  uint64_t site;
+  bool redirected;
+  enum { PAIR_FREE, PAIR_STARTED, PAIR_ENDED } state;
+} timing_pair;
+
 /* How many route-log entries per peer a call compares, and an async-error query (which has time:
  * the program's watchdog polls it). */
 #define ROUTE_CHECK_BUDGET_CALL 8u
@@ -90,6 +104,8 @@ struct symmpin_engine_comm {
   void *first_stream;
   cudaEvent_t first_ev;
   enum { FIRST_NONE, FIRST_STREAM, FIRST_RECORDED, FIRST_DONE } first;
+  timing_pair *timings;      /* TIMING_PAIRS of them when SYMMPIN_MEASURE (and statistics) */
+  unsigned timing_next;      /* where the next read looks */
 };
 
 static site_entry *site_find(site_entry *set, uint64_t id) {
@@ -301,6 +317,82 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
                          symmpin_pool_size(e->pool));
 }
 
+/* ---- timing (SYMMPIN_MEASURE) ---- */
+
+static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
+  if (e->timings) return true;
+  if (!c->stats || !symmpin_config_get()->measure) return false;
+  e->timings = calloc(TIMING_PAIRS, sizeof *e->timings);
+  return e->timings != NULL;
+}
+
+/* Start timing call n if it is sampled: the pair's index, or -1. Never inside a capture (events
+ * would become graph nodes) nor a group (NCCL runs a group's calls at ncclGroupEnd). */
+static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
+                        const symmpin_engine_call *ec, bool redirected) {
+  if (c->allreduces % TIMING_EVERY != 0 || ec->capturing || ec->group_depth > 0 ||
+      !timing_on(c, e))
+    return -1;
+  for (int i = 0; i < TIMING_PAIRS; i++) {
+    timing_pair *t = &e->timings[i];
+    if (t->state != PAIR_FREE) continue;
+    if (!t->start && (cudaEventCreate(&t->start) != cudaSuccess ||
+                      cudaEventCreate(&t->end) != cudaSuccess)) {
+      cudaGetLastError();
+      return -1;
+    }
+    if (cudaEventRecord(t->start, (cudaStream_t)ec->call->stream) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    *t = (timing_pair){.start = t->start, .end = t->end, .site = ec->site,
+                       .redirected = redirected, .state = PAIR_STARTED};
+    return i;
+  }
+  return -1; /* all in flight: this call is not sampled */
+}
+
+static void timing_end(struct symmpin_engine_comm *e, int i, void *stream, bool ok) {
+  if (i < 0 || !e->timings || e->timings[i].state != PAIR_STARTED) return;
+  timing_pair *t = &e->timings[i];
+  t->state = ok && cudaEventRecord(t->end, (cudaStream_t)stream) == cudaSuccess ? PAIR_ENDED
+                                                                               : PAIR_FREE;
+  cudaGetLastError();
+}
+
+/* Read up to TIMING_READS_PER_CALL finished pairs into the statistics. */
+static void timing_read(symmpin_comm *c, struct symmpin_engine_comm *e) {
+  if (!e->timings) return;
+  for (int k = 0, reads = 0; k < TIMING_PAIRS && reads < TIMING_READS_PER_CALL; k++) {
+    timing_pair *t = &e->timings[e->timing_next++ % TIMING_PAIRS];
+    if (t->state != PAIR_ENDED) continue;
+    reads++;
+    cudaError_t q = cudaEventQuery(t->end);
+    if (q == cudaErrorNotReady) continue;
+    float ms = 0;
+    if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess)
+      symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
+    cudaGetLastError();
+    t->state = PAIR_FREE;
+  }
+}
+
+static void timing_free(struct symmpin_engine_comm *e) {
+  if (!e->timings) return;
+  for (int i = 0; i < TIMING_PAIRS; i++) /* never blocks, also for events still pending */
+    if (e->timings[i].start) {
+      cudaEventDestroy(e->timings[i].start);
+      cudaEventDestroy(e->timings[i].end);
+    }
+  cudaGetLastError();
+  free(e->timings);
+  e->timings = NULL;
+}
+
+void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc) {
+  if (c->engine) timing_end(c->engine, ec->timing, ec->call->stream, rc == 0);
+}
+
 /* ---- the per-call path ---- */
 
 static symmpin_reason reason_of(symmpin_plan_reason r) {
@@ -387,9 +479,11 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != c->device) cudaSetDevice(c->device);
-  bool ok = (!splice || splice_before(e, a->stream, home)) &&
-            symmpin_kernel_launch(&k, a->stream) == SYMMPIN_OK &&
-            (!splice || splice_after(e, a->stream, home));
+  bool ok = !splice || splice_before(e, a->stream, home);
+  int timing = ok ? timing_start(c, e, ec, true) : -1;
+  ok = ok && symmpin_kernel_launch(&k, a->stream) == SYMMPIN_OK;
+  timing_end(e, timing, a->stream, ok);
+  ok = ok && (!splice || splice_after(e, a->stream, home));
   if (!ok) cudaGetLastError();
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   return ok;
@@ -404,8 +498,9 @@ static bool home_stream_of(symmpin_comm *c, const symmpin_engine_call *ec, int h
   return symmpin_host_capturing(*out) == 0;
 }
 
-bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
+bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
                               symmpin_reason *reason) {
+  ec->timing = -1;
   if (c->rank < 0 || c->nranks < 1) {
     *reason = SYMMPIN_REASON_COMM; /* not known yet (non-blocking init in progress) */
     return false;
@@ -422,6 +517,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
   const symmpin_allreduce_call *a = ec->call;
   uint64_t n = c->allreduces;
   first_call_note(e, n, a->stream, ec->capturing);
+  timing_read(c, e);
   symmpin_agree_call call = {
       .site = ec->site, .stream_ord = ec->stream_ord, .count = a->count, .dtype = a->dtype,
       .op = a->op, .in_place = a->send == a->recv, .capturing = ec->capturing,
@@ -439,6 +535,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
+    ec->timing = timing_start(c, e, ec, false);
     return false;
   }
   const symmpin_plan_site *slot = NULL;
@@ -462,6 +559,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, in
     site_add(&e->site_of_key, key, ec->site);
     /* A site first seen during capture: counted as capture (it gets a slot at an eager epoch). */
     if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing) *reason = SYMMPIN_REASON_CAPTURE;
+    ec->timing = timing_start(c, e, ec, false);
     return false;
   }
   if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot, home >= 0, home_stream)) {
@@ -535,6 +633,7 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
   c->engine = NULL;
   atomic_store(&c->kernel_abort, NULL);
   atomic_store(&c->kernel_failed, NULL);
+  timing_free(e);
   grave *g = calloc(1, sizeof *g);
   if (g) { /* out of memory: left to process exit, as before */
     *g = (grave){.pool = e->pool, .err = e->err_host, .splice = e->splice_ev,
@@ -572,6 +671,7 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   }
   engine_free_gpu(e->pool, e->err_host, e->splice_ev,
                   e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev);
+  timing_free(e);
   engine_free_host(e);
   graves_free();
 }

@@ -22,12 +22,17 @@ typedef struct symmpin_engine_call {
                            thread, 0 outside groups (planner/record.h) */
   bool capturing;      /* the stream is capturing a CUDA graph */
   uint64_t send_alloc, recv_alloc; /* allocation ids (0 = unknown) */
+  int timing;          /* set by the engine: a timing the NCCL call must end (-1 = none) */
 } symmpin_engine_call;
 
 /* Decide and, if symmpin takes it, enqueue the all-reduce. Returns true when taken (*rc = the
- * ncclResult_t to return). Otherwise *reason says why NCCL must run it. */
-bool symmpin_engine_allreduce(symmpin_comm *c, const symmpin_engine_call *ec, int *rc,
+ * ncclResult_t to return). Otherwise *reason says why NCCL must run it, and if ec->timing >= 0
+ * the caller calls symmpin_engine_nccl_done after NCCL's call. */
+bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
                               symmpin_reason *reason);
+/* NCCL has enqueued a call the engine is timing (SYMMPIN_MEASURE): end the timing (rc: NCCL's
+ * result; an error drops it). Caller holds c->lock. */
+void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc);
 /* A kernel of c gave up waiting (the communicator is in error): log once which call site and
  * which peer. Caller holds c->lock. */
 void symmpin_engine_comm_report_failure(symmpin_comm *c);

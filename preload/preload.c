@@ -407,7 +407,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   symmpin_comm *cm = symmpin_comm_acquire(c->comm);
   p->call = c;
   p->comm = cm;
-  p->ec = (symmpin_engine_call){.call = c, .stream_ord = -1, .group_depth = group_depth,
+  p->ec = (symmpin_engine_call){.call = c, .stream_ord = -1, .timing = -1, .group_depth = group_depth,
                                 .group_token = group_depth > 0
                                                    ? ((uint64_t)(uintptr_t)&group_seq << 16) ^ group_seq
                                                    : 0};
@@ -468,6 +468,11 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
 void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
   pending_allreduce *p = &pending_ar;
   if (p->call != c) return;
+  if (p->ec.timing >= 0 && p->comm) { /* a sampled NCCL call (SYMMPIN_MEASURE): end its timing */
+    pthread_mutex_lock(&p->comm->lock);
+    symmpin_engine_nccl_done(p->comm, &p->ec, rc);
+    pthread_mutex_unlock(&p->comm->lock);
+  }
   allreduce_finish(p, rc, SYMMPIN_PATH_NCCL);
   pending_done(p);
 }

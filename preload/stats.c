@@ -107,6 +107,17 @@ void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpi
   pthread_mutex_unlock(&sc->lock);
 }
 
+void symmpin_stats_record_time(symmpin_stats_comm *sc, uint64_t site, bool redirected, double us) {
+  if (!sc || !(us >= 0)) return;
+  pthread_mutex_lock(&sc->lock);
+  stats_site *s = site_get(sc, site);
+  if (s) {
+    s->v.time_us[redirected] += us;
+    s->v.timed[redirected]++;
+  }
+  pthread_mutex_unlock(&sc->lock);
+}
+
 void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes) {
   symmpin_stats_comm *sc = c ? c->stats : NULL;
   if (!sc) return;
@@ -247,6 +258,17 @@ void symmpin_stats_write_json(FILE *f) {
       if (s->v.has_slot)
         fprintf(f, ", \"slot\": {\"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
                 s->v.slot_offset, s->v.slot_bytes);
+      if (s->v.timed[0] || s->v.timed[1]) { /* means of the timed calls, null if none */
+        fprintf(f, ", \"time_us\": {");
+        for (int k = 0; k < 2; k++) {
+          fprintf(f, "%s\"%s\": ", k ? ", " : "", k ? "symmpin" : "nccl");
+          if (s->v.timed[k])
+            fprintf(f, "%.3f", s->v.time_us[k] / (double)s->v.timed[k]);
+          else
+            fputs("null", f);
+        }
+        fprintf(f, ", \"samples\": [%" PRIu64 ", %" PRIu64 "]}", s->v.timed[0], s->v.timed[1]);
+      }
       if (symmpin_site_where_known(&s->v.where)) {
         fprintf(f, ", \"where\": {\"module\": ");
         json_str(f, s->v.where.module);

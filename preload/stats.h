@@ -29,6 +29,10 @@ void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count,
 void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpin_site_where *where,
                              uint64_t count, int dtype, int op, symmpin_reason reason);
 
+/* One timed call at `site` (the engine's sampled CUDA-event timing, SYMMPIN_MEASURE): `us` on
+ * symmpin's kernel (redirected) or on NCCL. */
+void symmpin_stats_record_time(symmpin_stats_comm *sc, uint64_t site, bool redirected, double us);
+
 /* For the engine, after a plan: the slot a site is pinned to... */
 void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes);
 /* ...and the pool: sites planned, the bytes a dedicated (one slot per site) plan would need, the
@@ -45,6 +49,8 @@ typedef struct symmpin_stats_site_view {
   bool has_slot;
   uint64_t slot_offset, slot_bytes;
   symmpin_site_where where; /* unknown if never given; strings valid until symmpin_stats_reset */
+  double time_us[2];        /* timed calls' microseconds summed: [0] on NCCL, [1] on symmpin */
+  uint64_t timed[2];        /* how many calls each sum holds */
 } symmpin_stats_site_view;
 bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out);
 

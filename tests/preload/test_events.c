@@ -270,6 +270,14 @@ Test(events, statistics) {
   cr_assert_eq(v.nccl, 2);
   cr_assert_eq(v.reasons[SYMMPIN_REASON_WARMUP], 2);
   cr_assert(!v.has_slot);
+  /* Timed calls (the engine's SYMMPIN_MEASURE samples): means per path in the JSON. */
+  symmpin_stats_record_time(c->stats, s16, false, 10.0);
+  symmpin_stats_record_time(c->stats, s16, false, 14.0);
+  symmpin_stats_record_time(c->stats, s16, true, 4.5);
+  symmpin_stats_record_time(c->stats, s16, true, -1.0); /* not a time: ignored */
+  cr_assert(symmpin_stats_site_get(c->stats, s16, &v));
+  cr_assert_eq(v.timed[0], 2);
+  cr_assert_eq(v.timed[1], 1);
 
   symmpin_preload_exit(); /* writes stats.0.json */
   char path[512];
@@ -287,6 +295,10 @@ Test(events, statistics) {
                          "\"reasons\": {}, \"slot\": {\"offset\": 4096, \"bytes\": 512}"),
             "%s", json);
   cr_assert(strstr(json, "\"reasons\": {\"warmup\": 2}"), "%s", json);
+  cr_assert(strstr(json, "\"time_us\": {\"nccl\": 12.000, \"symmpin\": 4.500, \"samples\": [2, 1]}"),
+            "%s", json);
+  const char *first = strstr(json, "time_us");
+  cr_assert(first && !strstr(first + 1, "time_us"), "only the timed site has time_us: %s", json);
 }
 
 Test(events, trace_opens_with_u_when_buffer_fills) {
