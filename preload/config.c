@@ -67,8 +67,9 @@ static const symmpin_config_var vars[] = {
      "docs/callsite.md)",
      OFF(stack_depth), 1, SYMMPIN_STACK_DEPTH_MAX, NULL},
     {"SYMMPIN_MEASURE", SYMMPIN_CONFIG_BOOL, "0",
-     "time one eager all-reduce in 8 with CUDA events, on NCCL before a site is pinned and on "
-     "symmpin after, for the statistics' time per call and the time saved (symmpin run sets it)",
+     "time sampled eager all-reduces with CUDA events (each site's first 8 calls on each path, "
+     "then one in 16), on NCCL before a site is pinned and on symmpin after, for the "
+     "statistics' time per call and the time saved (symmpin run sets it)",
      OFF(measure), 0, 0, NULL},
     {"SYMMPIN_TEST_FAULT", SYMMPIN_CONFIG_STRING, "",
      "tests only: inject one fault, skip:RANK:CALL (that rank fails to launch the kernel of "

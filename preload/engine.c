@@ -70,10 +70,10 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
   return f.kind == kind && f.rank == c->rank && f.call == n;
 }
 
-/* SYMMPIN_MEASURE: one eager call in TIMING_EVERY is timed with a pair of CUDA events (recorded
- * around NCCL's call or symmpin's kernel on the call's stream), at most TIMING_PAIRS in flight;
- * a finished pair is read (cudaEventQuery, never a wait) at a later call. */
-#define TIMING_EVERY 8
+/* SYMMPIN_MEASURE: sampled eager calls (symmpin_stats_want_timing decides which) are timed with a
+ * pair of CUDA events recorded around NCCL's call or symmpin's kernel on the call's stream, at
+ * most TIMING_PAIRS in flight; a finished pair is read (cudaEventQuery, never a wait) at a later
+ * call. */
 #define TIMING_PAIRS 16
 #define TIMING_READS_PER_CALL 2
 
@@ -326,12 +326,12 @@ static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
   return e->timings != NULL;
 }
 
-/* Start timing call n if it is sampled: the pair's index, or -1. Never inside a capture (events
+/* Start timing this call if it is sampled: the pair's index, or -1. Never inside a capture (events
  * would become graph nodes) nor a group (NCCL runs a group's calls at ncclGroupEnd). */
 static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
                         const symmpin_engine_call *ec, bool redirected) {
-  if (c->allreduces % TIMING_EVERY != 0 || ec->capturing || ec->group_depth > 0 ||
-      !timing_on(c, e))
+  if (ec->capturing || ec->group_depth > 0 || !timing_on(c, e) ||
+      !symmpin_stats_want_timing(c->stats, ec->site, redirected))
     return -1;
   for (int i = 0; i < TIMING_PAIRS; i++) {
     timing_pair *t = &e->timings[i];

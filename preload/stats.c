@@ -118,6 +118,18 @@ void symmpin_stats_record_time(symmpin_stats_comm *sc, uint64_t site, bool redir
   pthread_mutex_unlock(&sc->lock);
 }
 
+bool symmpin_stats_want_timing(symmpin_stats_comm *sc, uint64_t site, bool redirected) {
+  if (!sc) return false;
+  pthread_mutex_lock(&sc->lock);
+  stats_site *s;
+  HASH_FIND(hh, sc->sites, &site, sizeof site, s);
+  /* calls counts the calls recorded so far (this one is recorded after the engine saw it) */
+  bool want = !s || s->v.timed[redirected] < SYMMPIN_STATS_TIMED_FIRST ||
+              s->v.calls % SYMMPIN_STATS_TIMED_EVERY == 0;
+  pthread_mutex_unlock(&sc->lock);
+  return want;
+}
+
 void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes) {
   symmpin_stats_comm *sc = c ? c->stats : NULL;
   if (!sc) return;

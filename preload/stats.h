@@ -33,6 +33,14 @@ void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpi
  * symmpin's kernel (redirected) or on NCCL. */
 void symmpin_stats_record_time(symmpin_stats_comm *sc, uint64_t site, bool redirected, double us);
 
+/* Whether the engine should time the next call at `site` on this path: each site's first
+ * SYMMPIN_STATS_TIMED_FIRST calls on each path, then one in SYMMPIN_STATS_TIMED_EVERY of its
+ * calls, so every site busy enough to matter is timed both ways (a rule on the communicator's
+ * call count would miss sites whose calls fall between samples). False without statistics. */
+#define SYMMPIN_STATS_TIMED_FIRST 8
+#define SYMMPIN_STATS_TIMED_EVERY 16
+bool symmpin_stats_want_timing(symmpin_stats_comm *sc, uint64_t site, bool redirected);
+
 /* For the engine, after a plan: the slot a site is pinned to... */
 void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uint64_t bytes);
 /* ...and the pool: sites planned, the bytes a dedicated (one slot per site) plan would need, the

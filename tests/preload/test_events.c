@@ -278,6 +278,21 @@ Test(events, statistics) {
   cr_assert(symmpin_stats_site_get(c->stats, s16, &v));
   cr_assert_eq(v.timed[0], 2);
   cr_assert_eq(v.timed[1], 1);
+  /* Sampling: a site's first SYMMPIN_STATS_TIMED_FIRST calls on each path, then one in
+   * SYMMPIN_STATS_TIMED_EVERY of its calls; a site never seen is timed. */
+  cr_assert(symmpin_stats_want_timing(c->stats, 0x5eed, true), "an unseen site");
+  cr_assert(symmpin_stats_want_timing(c->stats, s16, true), "1 of 8 timings on symmpin");
+  for (int i = 1; i < SYMMPIN_STATS_TIMED_FIRST; i++)
+    symmpin_stats_record_time(c->stats, s16, true, 4.5);
+  cr_assert(!symmpin_stats_want_timing(c->stats, s16, true), "8 timings, 3 calls: not now");
+  cr_assert(symmpin_stats_want_timing(c->stats, s16, false), "still 2 of 8 on NCCL");
+  for (int i = 0; i < SYMMPIN_STATS_TIMED_EVERY - 3; i++) {
+    symmpin_allreduce_call a = {.send = (void *)0x1, .recv = (void *)0x1, .count = 16, .dtype = 7, .op = 0, .comm = h, .stream = NULL, .stack = 42};
+    if (!symmpin_event_allreduce(&a, &rc)) symmpin_event_allreduce_result(&a, 0);
+  }
+  cr_assert(symmpin_stats_want_timing(c->stats, s16, true), "the site's 16th call");
+  cr_assert(!symmpin_stats_want_timing(NULL, s16, true), "no statistics: never");
+  symmpin_stats_record_time(c->stats, s16, true, 4.5); /* back to the JSON's 4.5 mean */
 
   symmpin_preload_exit(); /* writes stats.0.json */
   char path[512];
@@ -291,11 +306,11 @@ Test(events, statistics) {
   cr_assert(strstr(json, "\"pool\": {\"planned_sites\": 1, \"dedicated_bytes\": 512, "
                          "\"lower_bound_bytes\": 512, \"pool_bytes\": 1048576}"),
             "%s", json);
-  cr_assert(strstr(json, "\"calls\": 3, \"bytes\": 192, \"redirected\": 3, \"nccl\": 0, "
+  cr_assert(strstr(json, "\"calls\": 16, \"bytes\": 1024, \"redirected\": 16, \"nccl\": 0, "
                          "\"reasons\": {}, \"slot\": {\"offset\": 4096, \"bytes\": 512}"),
             "%s", json);
   cr_assert(strstr(json, "\"reasons\": {\"warmup\": 2}"), "%s", json);
-  cr_assert(strstr(json, "\"time_us\": {\"nccl\": 12.000, \"symmpin\": 4.500, \"samples\": [2, 1]}"),
+  cr_assert(strstr(json, "\"time_us\": {\"nccl\": 12.000, \"symmpin\": 4.500, \"samples\": [2, 9]}"),
             "%s", json);
   const char *first = strstr(json, "time_us");
   cr_assert(first && !strstr(first + 1, "time_us"), "only the timed site has time_us: %s", json);
