@@ -191,7 +191,10 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
   for (;;) {
     int missing = -1;
     symmpin_status st = symmpin_board_wait(a->board, round, WAIT_SLICE_MS, thread_id(), &missing);
-    if (st == SYMMPIN_OK) return true;
+    if (st == SYMMPIN_OK) {
+      if (round == ROUND_RECORD(a->epoch)) a->timeouts_in_row = 0; /* every rank came: not "in a row" */
+      return true;
+    }
     if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
     if (a->p.aborting && atomic_load(a->p.aborting)) return false; /* ncclCommAbort: no waiting */
     if (round == ROUND_RECORD(a->epoch) && peer_elsewhere(a, missing, false)) return false;

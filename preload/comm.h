@@ -32,7 +32,7 @@ typedef struct symmpin_comm {
   uint32_t splits;         /* ncclCommSplit calls on this communicator so far (child keys) */
   uint64_t allreduces;     /* all-reduce calls seen on this communicator, counting the current
                               one: preload increments it (under lock) before the engine sees
-                              the call, so the engine's call index is allreduces - 1 */
+                              the call, so allreduces is the call's index n = 1, 2, ... */
   pthread_mutex_t lock;    /* guards the fields below and the engine state. preload holds it
                               while it calls symmpin_engine_allreduce and
                               symmpin_engine_comm_release: the engine must not take it again */

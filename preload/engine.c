@@ -104,6 +104,8 @@ struct symmpin_engine_comm {
   void *first_stream;
   cudaEvent_t first_ev;
   enum { FIRST_NONE, FIRST_STREAM, FIRST_RECORDED, FIRST_DONE } first;
+  bool first_tried;          /* the first call with data was looked at */
+  bool capturing_now;        /* the call being handled is captured (agreement callbacks ask) */
   timing_pair *timings;      /* TIMING_PAIRS of them when SYMMPIN_MEASURE (and statistics) */
   unsigned timing_next;      /* where the next read looks */
 };
@@ -167,15 +169,26 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
   return SYMMPIN_OK;
 }
 
-/* The first call's stream, then (at a later call, never during its capture) an event on it:
- * once that event has completed, so has the communicator's first all-reduce. */
-static void first_call_note(struct symmpin_engine_comm *e, uint64_t n, void *stream,
-                            bool capturing) {
-  if (n == 1 && !capturing) {
-    e->first_stream = stream;
-    e->first = FIRST_STREAM;
-  } else if (e->first == FIRST_STREAM && n > 1) {
-    e->first = FIRST_NONE; /* one try: never known is only slower (a timeout) */
+/* The communicator's call 1, if it made every rank take part (count > 0: NCCL completes an empty
+ * all-reduce without its peers) and every rank's engine saw it as its call 1 (a blocking
+ * communicator: its rank is known from the start, so every rank opened the board at call 1,
+ * before that call reached NCCL; a non-blocking one may learn its rank calls later, on one rank
+ * and not another). Then, at a later call never during a capture, an event on that call's
+ * stream, on the communicator's device (the legacy stream is per device). Once the event has
+ * completed, so has call 1, on every rank. One try: never knowing is only slower (a timeout). */
+static void first_call_note(symmpin_comm *c, struct symmpin_engine_comm *e, uint64_t n,
+                            const symmpin_allreduce_call *a, bool capturing) {
+  if (!e->first_tried) {
+    e->first_tried = true;
+    if (n == 1 && c->blocking && a->count > 0 && !capturing) {
+      e->first_stream = a->stream;
+      e->first = FIRST_STREAM;
+    }
+  } else if (e->first == FIRST_STREAM && !capturing) {
+    e->first = FIRST_NONE;
+    int cur = -1;
+    cudaGetDevice(&cur);
+    if (cur != c->device) cudaSetDevice(c->device);
     if (symmpin_host_capturing(e->first_stream) == 0 &&
         cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming) == cudaSuccess) {
       if (cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream) == cudaSuccess)
@@ -184,14 +197,19 @@ static void first_call_note(struct symmpin_engine_comm *e, uint64_t n, void *str
         cudaEventDestroy(e->first_ev);
     }
     cudaGetLastError();
+    if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   }
 }
 
 static bool op_first_call_done(void *ctx) {
   symmpin_comm *c = ctx;
   struct symmpin_engine_comm *e = c->engine;
-  if (e->first == FIRST_RECORDED) {
+  /* cudaEventQuery is "unsafe" during a capture: never from a capturing call, and in relaxed mode
+   * so that another thread's global-mode capture is not invalidated. */
+  if (e->first == FIRST_RECORDED && !e->capturing_now) {
+    enum cudaStreamCaptureMode mode = capture_mode_relax();
     cudaError_t q = cudaEventQuery(e->first_ev);
+    capture_mode_restore(mode);
     if (q == cudaSuccess) e->first = FIRST_DONE;
     else if (q != cudaErrorNotReady) cudaGetLastError();
   }
@@ -441,6 +459,7 @@ void symmpin_engine_comm_report_failure(symmpin_comm *c) {
 /* Read the board's alarm and compare route logs (the async-error query's share of the check). */
 void symmpin_engine_comm_poll(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
+  if (e) report_kernel_timeout(c, e); /* a kernel of this rank gave up: tell the peers too */
   symmpin_alarm al;
   if (e && e->agree && symmpin_agree_route_check(e->agree, ROUTE_CHECK_BUDGET_QUERY, &al))
     enter_error(c, e, SYMMPIN_NCCL_REMOTE_ERROR);
@@ -516,7 +535,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   }
   const symmpin_allreduce_call *a = ec->call;
   uint64_t n = c->allreduces;
-  first_call_note(e, n, a->stream, ec->capturing);
+  first_call_note(c, e, n, a, ec->capturing);
+  e->capturing_now = ec->capturing;
   timing_read(c, e);
   symmpin_agree_call call = {
       .site = ec->site, .stream_ord = ec->stream_ord, .count = a->count, .dtype = a->dtype,
@@ -598,51 +618,22 @@ static void engine_free_gpu(symmpin_pool *pool, symmpin_kernel_error *err, cudaE
   cudaGetLastError();
 }
 
-/* What an abort leaves behind: the pool and the error record, which stuck kernels may still be
- * reading when the abort returns. Freed at the next release of any communicator (which
- * synchronizes the device anyway, and by then the aborted kernels, told to give up, have ended)
- * or at exit, so that a job that aborts and re-creates communicators does not grow. */
-typedef struct grave {
-  symmpin_pool *pool;
-  symmpin_kernel_error *err;
-  cudaEvent_t splice, first;
-  struct grave *next;
-} grave;
-static pthread_mutex_t graves_lock = PTHREAD_MUTEX_INITIALIZER;
-static grave *graves;
-
-static void graves_free(void) {
-  pthread_mutex_lock(&graves_lock);
-  grave *g = graves;
-  graves = NULL;
-  pthread_mutex_unlock(&graves_lock);
-  while (g) {
-    grave *next = g->next;
-    engine_free_gpu(g->pool, g->err, g->splice, g->first);
-    free(g);
-    g = next;
-  }
-}
-
 /* ncclCommAbort: recovery from stuck kernels, which the abort word (set before the lock was taken,
- * preload.c) has already told to give up. No barrier and no CUDA call (a device sync would wait
- * for the very kernels being abandoned): the GPU state goes to the graves above. */
+ * preload.c) has already told to give up. No barrier and no waiting CUDA call (a device sync
+ * would wait for the very kernels being abandoned; cudaEventDestroy does not wait). The pool and
+ * the host-mapped error record are left to process exit: a peer's kernel may still write into
+ * this rank's chunks (its LL push comes before it looks at the abort word), and another thread
+ * may still read the record through the communicator (comm_async_error), so neither may be
+ * freed while the process lives. A job that aborts and re-creates communicators keeps one pool
+ * per aborted communicator (docs/design.md, "Known limits"). */
 void symmpin_engine_comm_abandon(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
-  atomic_store(&c->kernel_abort, NULL);
-  atomic_store(&c->kernel_failed, NULL);
   timing_free(e);
-  grave *g = calloc(1, sizeof *g);
-  if (g) { /* out of memory: left to process exit, as before */
-    *g = (grave){.pool = e->pool, .err = e->err_host, .splice = e->splice_ev,
-                 .first = e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev};
-    pthread_mutex_lock(&graves_lock);
-    g->next = graves;
-    graves = g;
-    pthread_mutex_unlock(&graves_lock);
-  }
+  if (e->splice_ev) cudaEventDestroy(e->splice_ev);
+  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
+  cudaGetLastError();
   engine_free_host(e);
 }
 
@@ -650,10 +641,7 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
  * done so: freeing memory a peer still maps is undefined in CUDA IPC. */
 void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
-  if (!e) {
-    graves_free();
-    return;
-  }
+  if (!e) return;
   c->engine = NULL;
   /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:
    * keep what the error record says, and stop pointing at it long before it is freed below (the
@@ -673,5 +661,4 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
                   e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev);
   timing_free(e);
   engine_free_host(e);
-  graves_free();
 }
