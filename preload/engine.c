@@ -12,7 +12,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "common/log.h"
 #include "kernels/allreduce.h"
@@ -22,13 +21,6 @@
 #include "preload/host.h"
 #include "preload/stats.h"
 #include "symmem/pool.h"
-
-/* Plan key -> the call site it came from (for statistics), and the sites pinned on some stream. */
-typedef struct site_entry {
-  uint64_t id;
-  uint64_t site;
-  UT_hash_handle hh;
-} site_entry;
 
 /* SYMMPIN_TEST_FAULT: one injected fault for the GPU suite (docs/config.md). */
 typedef enum fault_kind { FAULT_NONE, FAULT_SKIP, FAULT_DIVERGE } fault_kind;
@@ -96,8 +88,6 @@ struct symmpin_engine_comm {
   symmpin_kernel_error *err_host, *err_dev;
   uint64_t timeout_cycles;
   bool timeout_reported;
-  site_entry *site_of_key;   /* plan key -> call site, for keys seen while not redirected */
-  site_entry *pinned_sites;  /* call sites pinned (statistics) */
   cudaEvent_t splice_ev;     /* orders a call on another stream with its site's home stream */
   /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
@@ -109,29 +99,6 @@ struct symmpin_engine_comm {
   timing_pair *timings;      /* TIMING_PAIRS of them when SYMMPIN_MEASURE (and statistics) */
   unsigned timing_next;      /* where the next read looks */
 };
-
-static site_entry *site_find(site_entry *set, uint64_t id) {
-  site_entry *x = NULL;
-  HASH_FIND(hh, set, &id, sizeof id, x);
-  return x;
-}
-
-static void site_add(site_entry **set, uint64_t id, uint64_t site) {
-  if (site_find(*set, id)) return;
-  site_entry *x = malloc(sizeof *x);
-  if (!x) return; /* statistics only: a missing entry costs a less precise reason */
-  x->id = id;
-  x->site = site;
-  HASH_ADD(hh, *set, id, sizeof x->id, x);
-}
-
-static void site_set_free(site_entry **set) {
-  site_entry *x, *tmp;
-  HASH_ITER(hh, *set, x, tmp) {
-    HASH_DEL(*set, x);
-    free(x);
-  }
-}
 
 /* ---- the agreement's GPU operations (ctx is the communicator) ---- */
 
@@ -325,11 +292,9 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
 
 static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_plan *p) {
   for (size_t i = 0; i < p->nsites; i++) {
-    if (!p->sites[i].pinned) continue;
-    const site_entry *k = site_find(e->site_of_key, p->sites[i].site);
-    if (!k) continue;
-    site_add(&e->pinned_sites, k->site, k->site);
-    symmpin_stats_set_slot(c, k->site, p->sites[i].offset, p->sites[i].slot_bytes);
+    /* A plan entry's key is its call site (planner/record.h: the stream is not part of it). */
+    if (p->sites[i].pinned)
+      symmpin_stats_set_slot(c, p->sites[i].site, p->sites[i].offset, p->sites[i].slot_bytes);
   }
   symmpin_stats_set_pool(c, (uint32_t)p->npinned, p->dedicated_bytes, p->lower_bound_bytes,
                          symmpin_pool_size(e->pool));
@@ -549,9 +514,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   if (symmpin_agree_step(e->agree, n, &call))
     stats_publish(c, e, symmpin_agree_plan(e->agree));
   const symmpin_plan *plan = symmpin_agree_plan(e->agree);
-  uint64_t key = symmpin_agree_key(&call);
   if (!plan) {
-    site_add(&e->site_of_key, key, ec->site);
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
@@ -576,7 +539,6 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     return true;
   }
   if (*reason != SYMMPIN_REASON_NONE) {
-    site_add(&e->site_of_key, key, ec->site);
     /* A site first seen during capture: counted as capture (it gets a slot at an eager epoch). */
     if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing) *reason = SYMMPIN_REASON_CAPTURE;
     ec->timing = timing_start(c, e, ec, false);
@@ -604,8 +566,6 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
 
 static void engine_free_host(struct symmpin_engine_comm *e) {
   symmpin_agree_close(e->agree);
-  site_set_free(&e->site_of_key);
-  site_set_free(&e->pinned_sites);
   free(e);
 }
 
