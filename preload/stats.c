@@ -112,10 +112,25 @@ void symmpin_stats_record_time(symmpin_stats_comm *sc, uint64_t site, bool redir
   pthread_mutex_lock(&sc->lock);
   stats_site *s = site_get(sc, site);
   if (s) {
-    s->v.time_us[redirected] += us;
-    s->v.timed[redirected]++;
+    uint64_t i = s->v.timed[redirected]++;
+    s->v.sample_us[redirected][i % SYMMPIN_STATS_TIMED_KEEP] = (float)us;
   }
   pthread_mutex_unlock(&sc->lock);
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+double symmpin_stats_median_us(const symmpin_stats_site_view *v, int path) {
+  if (path < 0 || path > 1 || !v->timed[path]) return -1.0;
+  size_t n = v->timed[path] < SYMMPIN_STATS_TIMED_KEEP ? (size_t)v->timed[path]
+                                                        : SYMMPIN_STATS_TIMED_KEEP;
+  float x[SYMMPIN_STATS_TIMED_KEEP];
+  memcpy(x, v->sample_us[path], n * sizeof *x);
+  qsort(x, n, sizeof *x, cmp_float);
+  return n % 2 ? x[n / 2] : (x[n / 2 - 1] + (double)x[n / 2]) / 2.0;
 }
 
 bool symmpin_stats_want_timing(symmpin_stats_comm *sc, uint64_t site, bool redirected) {
@@ -270,12 +285,12 @@ void symmpin_stats_write_json(FILE *f) {
       if (s->v.has_slot)
         fprintf(f, ", \"slot\": {\"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
                 s->v.slot_offset, s->v.slot_bytes);
-      if (s->v.timed[0] || s->v.timed[1]) { /* means of the timed calls, null if none */
+      if (s->v.timed[0] || s->v.timed[1]) { /* medians of the timed calls, null if none */
         fprintf(f, ", \"time_us\": {");
         for (int k = 0; k < 2; k++) {
           fprintf(f, "%s\"%s\": ", k ? ", " : "", k ? "symmpin" : "nccl");
           if (s->v.timed[k])
-            fprintf(f, "%.3f", s->v.time_us[k] / (double)s->v.timed[k]);
+            fprintf(f, "%.3f", symmpin_stats_median_us(&s->v, k));
           else
             fputs("null", f);
         }

@@ -39,6 +39,7 @@ void symmpin_stats_record_time(symmpin_stats_comm *sc, uint64_t site, bool redir
  * call count would miss sites whose calls fall between samples). False without statistics. */
 #define SYMMPIN_STATS_TIMED_FIRST 8
 #define SYMMPIN_STATS_TIMED_EVERY 16
+#define SYMMPIN_STATS_TIMED_KEEP 32
 bool symmpin_stats_want_timing(symmpin_stats_comm *sc, uint64_t site, bool redirected);
 
 /* For the engine, after a plan: the slot a site is pinned to... */
@@ -57,10 +58,17 @@ typedef struct symmpin_stats_site_view {
   bool has_slot;
   uint64_t slot_offset, slot_bytes;
   symmpin_site_where where; /* unknown if never given; strings valid until symmpin_stats_reset */
-  double time_us[2];        /* timed calls' microseconds summed: [0] on NCCL, [1] on symmpin */
-  uint64_t timed[2];        /* how many calls each sum holds */
+  /* SYMMPIN_MEASURE samples, [0] on NCCL and [1] on symmpin: how many were taken, and the latest
+   * SYMMPIN_STATS_TIMED_KEEP of them in microseconds (a ring; sample i is at i % KEEP). */
+  uint64_t timed[2];
+  float sample_us[2][SYMMPIN_STATS_TIMED_KEEP];
 } symmpin_stats_site_view;
 bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out);
+
+/* The median of a site's kept samples on one path (0 NCCL, 1 symmpin), or a negative number if
+ * none. A median, not a mean: one slow call (NCCL's first call on a communicator connects its
+ * peers and takes hundreds of milliseconds; a rank that arrives late) must not decide the figure. */
+double symmpin_stats_median_us(const symmpin_stats_site_view *v, int path);
 
 /* The readable table (SYMMPIN_STATS) and the JSON document (SYMMPIN_STATS_FILE). */
 void symmpin_stats_print(FILE *f);

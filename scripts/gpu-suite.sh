@@ -108,7 +108,8 @@ s_trust_fault() { # injected faults: an error on every rank within a second, nev
       >"$OUT/logs/trust-fault.$f.out" 2>&1 || rc=1
     grep -E "^FAULT|symmpin-trust:|WRONG|symmpin WARN" "$OUT/logs/trust-fault.$f.out" | cut -c1-300
   done
-  pkill -9 -f "symmpin-trust" 2>/dev/null || true
+  # Anchored: an unanchored pattern also matches (and kills) any shell whose command line names it.
+  pkill -9 -f "^$TRUST" 2>/dev/null || true
   return $rc
 }
 s_trust_abort() { # ncclCommAbort with an all-reduce in flight returns at once, with and without symmpin
@@ -153,7 +154,8 @@ s_deadline() { # with a kernel deadline, a peer later than it is an error the pr
   SYMMPIN_KERNEL_TIMEOUT_MS=2000 timeout -s KILL 60 bash -c 'LD_PRELOAD=$0 "$@"' "$LIB" \
     "$B/tests/apps/symmpin-app" --mode procs --straggle 5000 >"$log" 2>&1
   local rc=$?
-  pkill -9 -f "tests/apps/symmpin-app" 2>/dev/null || true
+  # Anchored: an unanchored pattern also matches (and kills) any shell whose command line names it.
+  pkill -9 -f "^$B/tests/apps/symmpin-app" 2>/dev/null || true
   grep -E "gave up waiting|ncclRemoteError|remote|FATAL|failed" "$log" | head -n 12
   [ $rc -ne 0 ] && grep -q "gave up waiting for rank" "$log" && grep -q "FATAL" "$log"
 }

@@ -270,7 +270,7 @@ Test(events, statistics) {
   cr_assert_eq(v.nccl, 2);
   cr_assert_eq(v.reasons[SYMMPIN_REASON_WARMUP], 2);
   cr_assert(!v.has_slot);
-  /* Timed calls (the engine's SYMMPIN_MEASURE samples): means per path in the JSON. */
+  /* Timed calls (the engine's SYMMPIN_MEASURE samples): medians per path in the JSON. */
   symmpin_stats_record_time(c->stats, s16, false, 10.0);
   symmpin_stats_record_time(c->stats, s16, false, 14.0);
   symmpin_stats_record_time(c->stats, s16, true, 4.5);
@@ -292,7 +292,12 @@ Test(events, statistics) {
   }
   cr_assert(symmpin_stats_want_timing(c->stats, s16, true), "the site's 16th call");
   cr_assert(!symmpin_stats_want_timing(NULL, s16, true), "no statistics: never");
-  symmpin_stats_record_time(c->stats, s16, true, 4.5); /* back to the JSON's 4.5 mean */
+  /* One slow call (as NCCL's first, which connects the peers) does not move the median. */
+  symmpin_stats_record_time(c->stats, s16, true, 250000.0);
+  cr_assert(symmpin_stats_site_get(c->stats, s16, &v));
+  cr_assert_float_eq(symmpin_stats_median_us(&v, 1), 4.5, 1e-9, "median of eight 4.5s and one outlier");
+  cr_assert_float_eq(symmpin_stats_median_us(&v, 0), 12.0, 1e-9, "median of 10 and 14");
+  cr_assert_lt(symmpin_stats_median_us(&(symmpin_stats_site_view){0}, 0), 0.0, "no samples");
 
   symmpin_preload_exit(); /* writes stats.0.json */
   char path[512];
@@ -314,6 +319,20 @@ Test(events, statistics) {
             "%s", json);
   const char *first = strstr(json, "time_us");
   cr_assert(first && !strstr(first + 1, "time_us"), "only the timed site has time_us: %s", json);
+}
+
+Test(events, timing_keeps_the_latest_samples) {
+  /* A site timed more than SYMMPIN_STATS_TIMED_KEEP times: the median is over the latest ones
+   * (calls 9..40 of 1..40 here: median 24.5), so early warm-up times age out. */
+  symmpin_stats_comm *sc = symmpin_stats_comm_open(7, 0, 2, 0);
+  cr_assert_not_null(sc);
+  for (int i = 1; i <= SYMMPIN_STATS_TIMED_KEEP + 8; i++)
+    symmpin_stats_record_time(sc, 0xabc, false, (double)i);
+  symmpin_stats_site_view v;
+  cr_assert(symmpin_stats_site_get(sc, 0xabc, &v));
+  cr_assert_eq(v.timed[0], SYMMPIN_STATS_TIMED_KEEP + 8);
+  cr_assert_float_eq(symmpin_stats_median_us(&v, 0), 24.5, 1e-9);
+  cr_assert_lt(symmpin_stats_median_us(&v, 1), 0.0, "never timed on symmpin");
 }
 
 Test(events, trace_opens_with_u_when_buffer_fills) {
