@@ -133,6 +133,16 @@ double symmpin_stats_median_us(const symmpin_stats_site_view *v, int path) {
   return n % 2 ? x[n / 2] : (x[n / 2 - 1] + (double)x[n / 2]) / 2.0;
 }
 
+double symmpin_stats_least_us(const symmpin_stats_site_view *v, int path) {
+  if (path < 0 || path > 1 || !v->timed[path]) return -1.0;
+  size_t n = v->timed[path] < SYMMPIN_STATS_TIMED_KEEP ? (size_t)v->timed[path]
+                                                        : SYMMPIN_STATS_TIMED_KEEP;
+  float least = v->sample_us[path][0];
+  for (size_t i = 1; i < n; i++)
+    if (v->sample_us[path][i] < least) least = v->sample_us[path][i];
+  return least;
+}
+
 bool symmpin_stats_want_timing(symmpin_stats_comm *sc, uint64_t site, bool redirected) {
   if (!sc) return false;
   pthread_mutex_lock(&sc->lock);
@@ -285,12 +295,14 @@ void symmpin_stats_write_json(FILE *f) {
       if (s->v.has_slot)
         fprintf(f, ", \"slot\": {\"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
                 s->v.slot_offset, s->v.slot_bytes);
-      if (s->v.timed[0] || s->v.timed[1]) { /* medians of the timed calls, null if none */
+      if (s->v.timed[0] || s->v.timed[1]) { /* medians and least of the timed calls, null if none */
         fprintf(f, ", \"time_us\": {");
-        for (int k = 0; k < 2; k++) {
-          fprintf(f, "%s\"%s\": ", k ? ", " : "", k ? "symmpin" : "nccl");
-          if (s->v.timed[k])
-            fprintf(f, "%.3f", symmpin_stats_median_us(&s->v, k));
+        for (int k = 0; k < 4; k++) {
+          int path = k % 2;
+          fprintf(f, "%s\"%s%s\": ", k ? ", " : "", path ? "symmpin" : "nccl", k < 2 ? "" : "_least");
+          if (s->v.timed[path])
+            fprintf(f, "%.3f", k < 2 ? symmpin_stats_median_us(&s->v, path)
+                                     : symmpin_stats_least_us(&s->v, path));
           else
             fputs("null", f);
         }

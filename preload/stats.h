@@ -65,10 +65,14 @@ typedef struct symmpin_stats_site_view {
 } symmpin_stats_site_view;
 bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out);
 
-/* The median of a site's kept samples on one path (0 NCCL, 1 symmpin), or a negative number if
- * none. A median, not a mean: one slow call (NCCL's first call on a communicator connects its
- * peers and takes hundreds of milliseconds; a rank that arrives late) must not decide the figure. */
+/* The median and the least of a site's kept samples on one path (0 NCCL, 1 symmpin), or a
+ * negative number if none. An event pair around an eager call also spans what is not the call's
+ * own cost: waiting for a late peer, NCCL's first call connecting the peers (hundreds of
+ * milliseconds). That waiting is one-sided and costs the same on either path, so the least sample
+ * is the estimate of what the path itself costs (what `symmpin run` compares); the median is the
+ * typical call as the program saw it. */
 double symmpin_stats_median_us(const symmpin_stats_site_view *v, int path);
+double symmpin_stats_least_us(const symmpin_stats_site_view *v, int path);
 
 /* The readable table (SYMMPIN_STATS) and the JSON document (SYMMPIN_STATS_FILE). */
 void symmpin_stats_print(FILE *f);

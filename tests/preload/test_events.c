@@ -298,6 +298,7 @@ Test(events, statistics) {
   cr_assert_float_eq(symmpin_stats_median_us(&v, 1), 4.5, 1e-9, "median of eight 4.5s and one outlier");
   cr_assert_float_eq(symmpin_stats_median_us(&v, 0), 12.0, 1e-9, "median of 10 and 14");
   cr_assert_lt(symmpin_stats_median_us(&(symmpin_stats_site_view){0}, 0), 0.0, "no samples");
+  cr_assert_lt(symmpin_stats_least_us(&(symmpin_stats_site_view){0}, 1), 0.0, "no samples");
 
   symmpin_preload_exit(); /* writes stats.0.json */
   char path[512];
@@ -315,7 +316,8 @@ Test(events, statistics) {
                          "\"reasons\": {}, \"slot\": {\"offset\": 4096, \"bytes\": 512}"),
             "%s", json);
   cr_assert(strstr(json, "\"reasons\": {\"warmup\": 2}"), "%s", json);
-  cr_assert(strstr(json, "\"time_us\": {\"nccl\": 12.000, \"symmpin\": 4.500, \"samples\": [2, 9]}"),
+  cr_assert(strstr(json, "\"time_us\": {\"nccl\": 12.000, \"symmpin\": 4.500, \"nccl_least\": 10.000, "
+                         "\"symmpin_least\": 4.500, \"samples\": [2, 9]}"),
             "%s", json);
   const char *first = strstr(json, "time_us");
   cr_assert(first && !strstr(first + 1, "time_us"), "only the timed site has time_us: %s", json);
@@ -332,6 +334,7 @@ Test(events, timing_keeps_the_latest_samples) {
   cr_assert(symmpin_stats_site_get(sc, 0xabc, &v));
   cr_assert_eq(v.timed[0], SYMMPIN_STATS_TIMED_KEEP + 8);
   cr_assert_float_eq(symmpin_stats_median_us(&v, 0), 24.5, 1e-9);
+  cr_assert_float_eq(symmpin_stats_least_us(&v, 0), 9.0, 1e-9, "1..8 aged out");
   cr_assert_lt(symmpin_stats_median_us(&v, 1), 0.0, "never timed on symmpin");
 }
 
