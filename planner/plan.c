@@ -50,10 +50,24 @@ struct symmpin_plan_index {
   UT_hash_handle hh;
 };
 
+/* A call shape, the key of the routing table (no padding: uthash compares the bytes). */
+typedef struct shape_key {
+  uint64_t count;
+  int32_t dtype, op;
+} shape_key;
+
+typedef struct shape_index {
+  shape_key key;
+  size_t i; /* into sites[]: the pinned site of this shape with the smallest id */
+  UT_hash_handle hh;
+} shape_index;
+
 typedef struct plan_impl {
   symmpin_plan pub;
   symmpin_plan_index *entries; /* storage, one per site */
   symmpin_plan_index *head;    /* uthash head */
+  shape_index *shapes;         /* storage, one per pinned site at most */
+  shape_index *shape_head;     /* uthash head */
 } plan_impl;
 
 void symmpin_plan_free(symmpin_plan *p) {
@@ -61,6 +75,8 @@ void symmpin_plan_free(symmpin_plan *p) {
   plan_impl *pi = (plan_impl *)p;
   HASH_CLEAR(hh, pi->head);
   free(pi->entries);
+  HASH_CLEAR(hh, pi->shape_head);
+  free(pi->shapes);
   free(p->sites);
   free(pi);
 }
@@ -73,14 +89,49 @@ const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site)
   return e ? &p->sites[e->i] : NULL;
 }
 
-symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, int stream_ord,
+const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t count, int dtype,
+                                                int op) {
+  if (!p) return NULL;
+  const plan_impl *pi = (const plan_impl *)p;
+  shape_key k = {.count = count, .dtype = dtype, .op = op};
+  shape_index *e;
+  HASH_FIND(hh, pi->shape_head, &k, sizeof k, e);
+  return e ? &p->sites[e->i] : NULL;
+}
+
+symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
+                                       int dtype, int op, int stream_ord,
                                        const symmpin_plan_site **entry) {
-  const symmpin_plan_site *s = symmpin_plan_find(p, site);
+  const symmpin_plan_site *s = symmpin_plan_for_shape(p, count, dtype, op);
   if (entry) *entry = s;
-  if (!s) return SYMMPIN_PLAN_UNPLANNED;
-  if (!s->pinned) return s->reason;
-  if (stream_ord != s->stream_ord) return SYMMPIN_PLAN_STREAM_OFF_PLAN;
-  return SYMMPIN_PLAN_PINNED;
+  if (s) return stream_ord == s->stream_ord ? SYMMPIN_PLAN_PINNED : SYMMPIN_PLAN_STREAM_OFF_PLAN;
+  /* No pinned site has this shape: NCCL, with the reason the plan gave this site if it has one. */
+  const symmpin_plan_site *own = symmpin_plan_find(p, site);
+  return own && !own->pinned ? own->reason : SYMMPIN_PLAN_UNPLANNED;
+}
+
+/* Index the pinned sites by shape; of several with one shape, the smallest id routes them all. */
+static bool index_shapes(plan_impl *pi) {
+  symmpin_plan *p = &pi->pub;
+  pi->shapes = calloc(p->nsites ? p->nsites : 1, sizeof(*pi->shapes));
+  if (!pi->shapes) return false;
+  size_t n = 0;
+  for (size_t i = 0; i < p->nsites; i++) {
+    const symmpin_plan_site *s = &p->sites[i];
+    if (!s->pinned) continue;
+    shape_key k = {.count = s->count, .dtype = s->dtype, .op = s->op};
+    shape_index *e;
+    HASH_FIND(hh, pi->shape_head, &k, sizeof k, e);
+    if (e) {
+      if (s->site < p->sites[e->i].site) e->i = i;
+      continue;
+    }
+    e = &pi->shapes[n++];
+    e->key = k;
+    e->i = i;
+    HASH_ADD(hh, pi->shape_head, key, sizeof(e->key), e);
+  }
+  return true;
 }
 
 /* ---- building ---- */
@@ -492,6 +543,7 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
     HASH_ADD(hh, pi->head, site, sizeof(e->site), e);
   }
   p->index = pi->head;
+  if (!index_shapes(pi)) goto nomem;
   builder_free(&b);
   *out = p;
   return SYMMPIN_OK;

@@ -130,11 +130,23 @@ void symmpin_plan_free(symmpin_plan *p);
 /* O(1): the site's entry, or NULL if the plan has not seen it. */
 const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site);
 
-/* The per-call decision: SYMMPIN_PLAN_PINNED (redirect into *entry's slot) or why not. A pinned
- * site called on a stream ordinal other than its planned one gives SYMMPIN_PLAN_STREAM_OFF_PLAN:
- * its slot used from two unordered streams would corrupt data. *entry (may be NULL) is set
- * whenever the site is in the plan. */
-symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, int stream_ord,
+/* Routing is by shape, not by site: a call goes to the slot of the pinned site of its exact
+ * shape (count, datatype, op) with the smallest id, whichever site it came from; NULL if no pinned
+ * site has that shape. The plan is the same on every rank and so is a call's shape (NCCL requires
+ * it), so every rank routes a call alike even when the ranks reach it from different sites, or
+ * from a site that is new on one rank (data-dependent control flow): which site a call comes from
+ * is a rank-local fact (docs/design.md "Routing"). O(1). */
+const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t count, int dtype,
+                                                int op);
+
+/* The per-call decision: SYMMPIN_PLAN_PINNED (redirect into *entry's slot, *entry from
+ * symmpin_plan_for_shape) or why not. A call on a stream ordinal other than the entry's planned
+ * one gives SYMMPIN_PLAN_STREAM_OFF_PLAN: the slot used from two unordered streams would corrupt
+ * data (the caller orders it, or sends it to NCCL). With no pinned site of its shape the reason is
+ * the one the plan gave `site` (for reports), or SYMMPIN_PLAN_UNPLANNED; *entry (may be NULL) is
+ * then NULL. */
+symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
+                                       int dtype, int op, int stream_ord,
                                        const symmpin_plan_site **entry);
 
 #endif

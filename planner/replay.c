@@ -503,14 +503,17 @@ typedef struct decision {
   uint64_t offset, slot;
   long epoch; /* -1: not in the plan */
   const char *reason;
+  uint64_t via; /* the pinned site whose slot its calls use (routing by shape); 0 if none */
 } decision;
 
-static decision key_decision(const comm_data *c, uint64_t key) {
+static decision key_decision(const comm_data *c, uint64_t key, const symmpin_site *shape) {
   const symmpin_plan_site *ps = c->plan ? symmpin_plan_find(c->plan, key) : NULL;
-  decision d = {.epoch = -1};
+  const symmpin_plan_site *via =
+      c->plan ? symmpin_plan_for_shape(c->plan, shape->count, shape->dtype, shape->op) : NULL;
+  decision d = {.epoch = -1, .via = via ? via->site : 0};
   if (ps) {
     d = (decision){ps->pinned, ps->offset, ps->slot_bytes, (long)ps->epoch,
-                   symmpin_plan_reason_name(ps->reason)};
+                   symmpin_plan_reason_name(ps->reason), d.via};
   } else {
     d.reason = c->complete ? symmpin_plan_reason_name(SYMMPIN_PLAN_UNPLANNED)
                            : "ranks missing from the traces";
@@ -641,7 +644,7 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
     for (size_t k = 0; k < nrows; k++) {
       const key_info *ki = rows[k].k;
       const symmpin_site *s = rows[k].agg;
-      decision d = key_decision(c, ki->key);
+      decision d = key_decision(c, ki->key, s);
       const char *kernel = L->kernels->class_name(ki->variant);
       fprintf(out, "%s{\"site\":\"%016" PRIx64 "\",\"stream\":%d,\"class\":%d,\"kernel\":",
               k ? "," : "", ki->site, ki->stream, ki->klass);
@@ -657,6 +660,8 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
               symmpin_op_name(s->op), s->in_place, s->out_of_place, d.pinned ? "true" : "false",
               d.offset, d.slot, d.epoch);
       json_str(out, d.reason);
+      if (d.via) /* where its calls go: the slot of the pinned site of its shape */
+        fprintf(out, ",\"routed_to\":\"%016" PRIx64 "\"", d.via);
       if (ki->where) { /* only when a trace locates the site: older traces print as before */
         fprintf(out, ",\"where\":{\"module\":");
         json_str(out, ki->where->module);
@@ -796,7 +801,14 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
         if (kernel) fprintf(out, ", %s kernel", kernel);
         fprintf(out, " (epoch %u)\n", s->epoch);
       } else {
-        fprintf(out, ": NCCL, %s (epoch %u)\n", symmpin_plan_reason_name(s->reason), s->epoch);
+        /* Calls route by shape (planner/plan.h): a pinned site of this shape takes them. */
+        const symmpin_plan_site *via = symmpin_plan_for_shape(p, s->count, s->dtype, s->op);
+        if (via)
+          fprintf(out, ": not pinned (%s), but its calls go to the slot of %016" PRIx64
+                       " (same shape) (epoch %u)\n",
+                  symmpin_plan_reason_name(s->reason), via->site, s->epoch);
+        else
+          fprintf(out, ": NCCL, %s (epoch %u)\n", symmpin_plan_reason_name(s->reason), s->epoch);
       }
     }
     fprintf(out, "  pool %" PRIu64 " bytes (dedicated would be %" PRIu64 ", lower bound %" PRIu64

@@ -467,12 +467,12 @@ symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_ag
   if (!a->plan) return SYMMPIN_PLAN_UNPLANNED;
   const symmpin_plan_site *s = NULL;
   symmpin_plan_reason r = symmpin_plan_route(
-      a->plan, symmpin_agree_key(call),
+      a->plan, symmpin_agree_key(call), call->count, call->dtype, call->op,
       sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks), &s);
   if (r == SYMMPIN_PLAN_STREAM_OFF_PLAN) {
     /* Pinned, on another stream: still redirected (the peers may call it on the home stream),
      * spliced into the home stream's order by the caller. The sharing class is stream x kernel
-     * slot class (sharing_class), and a site's shape, so its slot class, never changes. */
+     * slot class (sharing_class), and the entry has the call's shape, so its slot class. */
     *home_stream = s->stream_ord / SYMMPIN_KERNEL_SLOT_CLASSES;
     r = SYMMPIN_PLAN_PINNED;
   }

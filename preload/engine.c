@@ -292,9 +292,11 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
 
 static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_plan *p) {
   for (size_t i = 0; i < p->nsites; i++) {
-    /* A plan entry's key is its call site (planner/record.h: the stream is not part of it). */
-    if (p->sites[i].pinned)
-      symmpin_stats_set_slot(c, p->sites[i].site, p->sites[i].offset, p->sites[i].slot_bytes);
+    /* A plan entry's key is its call site (planner/record.h); its calls go to the slot of the
+     * pinned site of their shape (symmpin_plan_for_shape), also when it is not pinned itself. */
+    const symmpin_plan_site *s = &p->sites[i];
+    const symmpin_plan_site *to = symmpin_plan_for_shape(p, s->count, s->dtype, s->op);
+    if (to) symmpin_stats_set_slot(c, s->site, to->offset, to->slot_bytes);
   }
   symmpin_stats_set_pool(c, (uint32_t)p->npinned, p->dedicated_bytes, p->lower_bound_bytes,
                          symmpin_pool_size(e->pool));

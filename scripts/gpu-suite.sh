@@ -95,6 +95,20 @@ s_trust_side() { # rank 1 makes one all-reduce on a new stream after warm-up: ri
   compare_runs trust-side '^SIDE|^RESULT|symmpin-trust:' "$TRUST" --scenario side || return 1
   grep -h "redirected\|spliced" "$OUT"/logs/trust-side.symmpin.out | head -n 4
 }
+s_trust_sites() { # rank 1 reaches calls from other sites after warm-up: right results, no error,
+  # and every rank redirects the same number of calls (routing by shape, not by site)
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  compare_runs trust-sites '^SITES|symmpin-trust:' "$TRUST" --scenario sites || return 1
+  "$PY" - "$OUT"/logs/trust-sites.stats.*.json <<'EOF'
+import json, sys
+per_rank = {}
+for path in sys.argv[1:]:
+    for c in json.load(open(path)).get("comms", []):
+        per_rank[c["rank"]] = sum(s.get("redirected", 0) for s in c["sites"])
+print("calls redirected per rank:", per_rank)
+sys.exit(0 if len(per_rank) >= 2 and min(per_rank.values()) > 0 and len(set(per_rank.values())) == 1 else 1)
+EOF
+}
 s_trust_fault() { # injected faults: an error on every rank within a second, never a silent result
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
   "$TRUST" --scenario fault >"$OUT/logs/trust-fault.nccl.out" 2>&1 || { echo "clean run without symmpin failed"; return 1; }
@@ -187,7 +201,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_fault trust_abort trust_churn ddp tp dedicated bench speed)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_fault trust_abort trust_churn ddp tp dedicated bench speed)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done

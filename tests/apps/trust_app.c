@@ -8,6 +8,9 @@
  *                       ordered with its default stream by events (as PyTorch's wait_stream does),
  *                       while the other ranks use their default stream: every result must be
  *                       right and no error may appear.
+ *   --scenario sites    after warm-up, rank 1 reaches some all-reduces from other call sites than
+ *                       its peers (data-dependent control flow: the same calls, in the same order,
+ *                       from other code): every result must be right and no error may appear.
  *   --scenario fault    run with SYMMPIN_TEST_FAULT=skip:R:K or diverge:R:K: every rank must see
  *                       an error (a failed call or ncclCommGetAsyncError) within a second of call
  *                       K, and no result may be wrong while the communicator reports no error. A
@@ -216,6 +219,24 @@ __attribute__((noinline)) static ncclResult_t site2(rank_ctx *c, cudaStream_t s)
   return ncclAllReduce(c->send[2], c->recv[2], shapes[2].count, shapes[2].dtype, ncclSum, c->comm, s);
 }
 
+/* The same three calls from other code: rank 1's data-dependent branch in the sites scenario. */
+__attribute__((noinline)) static ncclResult_t other_site0(rank_ctx *c, cudaStream_t s) {
+  return ncclAllReduce(c->send[0], c->recv[0], shapes[0].count, shapes[0].dtype, ncclSum, c->comm, s);
+}
+__attribute__((noinline)) static ncclResult_t other_site1(rank_ctx *c, cudaStream_t s) {
+  return ncclAllReduce(c->send[1], c->recv[1], shapes[1].count, shapes[1].dtype, ncclSum, c->comm, s);
+}
+__attribute__((noinline)) static ncclResult_t other_site2(rank_ctx *c, cudaStream_t s) {
+  return ncclAllReduce(c->send[2], c->recv[2], shapes[2].count, shapes[2].dtype, ncclSum, c->comm, s);
+}
+
+/* In the sites scenario, whether rank 1 makes call n from the other sites: a run of 30 calls
+ * from the middle on, then one call in 7 (all after the warm-up). */
+static bool from_other_site(const rank_ctx *c, uint64_t n, uint64_t ncalls) {
+  return !strcmp(opt.scenario, "sites") && c->rank == 1 && n > ncalls / 2 &&
+         (n <= ncalls / 2 + 30 || n % 7 == 0);
+}
+
 /* Check the results of the last calls, once the default stream has them. */
 static void check_pending(rank_ctx *c, int npending) {
   cudaError_t e = cudaStreamSynchronize(0);
@@ -270,10 +291,11 @@ static uint64_t run_calls(rank_ctx *c, uint64_t ncalls, uint64_t side_call) {
     if (n == c->fault_call) c->issued_ms = now_ms();
     atomic_fetch_add(&c->progress, 1);
     pthread_mutex_lock(&c->nccl_lock);
+    bool other = from_other_site(c, n, ncalls);
     ncclResult_t rc = atomic_load(&c->aborted) ? ncclInvalidUsage
-                      : k == 0                 ? site0(c, s)
-                      : k == 1                 ? site1(c, s)
-                                               : site2(c, s);
+                      : k == 0                 ? (other ? other_site0 : site0)(c, s)
+                      : k == 1                 ? (other ? other_site1 : site1)(c, s)
+                                               : (other ? other_site2 : site2)(c, s);
     pthread_mutex_unlock(&c->nccl_lock);
     if (rc != ncclSuccess) {
       int none = 0;
@@ -399,6 +421,14 @@ static int child_main(void) {
     expect(&c, atomic_load(&c.error_code) == 0, "no error");
     printf("SIDE rank=%d calls=%llu side_call=%d errors=%d\n", c.rank, (unsigned long long)done,
            opt.calls / 2, atomic_load(&c.error_code));
+  } else if (!strcmp(sc, "sites")) {
+    uint64_t done = run_calls(&c, (uint64_t)opt.calls, 0);
+    uint64_t other = 0;
+    for (uint64_t n = 1; n <= done; n++) other += from_other_site(&c, n, (uint64_t)opt.calls);
+    expect(&c, done == (uint64_t)opt.calls, "every call to complete");
+    expect(&c, atomic_load(&c.error_code) == 0, "no error");
+    printf("SITES rank=%d calls=%llu from_other_sites=%llu errors=%d\n", c.rank,
+           (unsigned long long)done, (unsigned long long)other, atomic_load(&c.error_code));
   } else if (!strcmp(sc, "fault")) {
     c.fault_call = fault_call_of_env();
     start_watchdog(&c);
@@ -544,7 +574,7 @@ int main(int argc, char **argv) {
       break;
     case 'u': opt.uid = optarg; break;
     case 'h':
-      printf("usage: " PROG " [--scenario side|fault|abort|churn] [--ranks N] [--calls N]\n"
+      printf("usage: " PROG " [--scenario side|sites|fault|abort|churn] [--ranks N] [--calls N]\n"
              "                     [--cycles N] [--straggle MS] [--abort-after MS]\n"
              "The failure scenarios of symmpin's docs/design.md as a plain NCCL program; see the\n"
              "comment at the top of tests/apps/trust_app.c.\n");

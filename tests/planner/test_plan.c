@@ -91,7 +91,17 @@ Test(plan, one_rank_differs_only_those_sites_fall_back) {
   cr_assert_eq(site_of(p, 99)->reason, SYMMPIN_PLAN_NOT_ALL_RANKS);
   cr_assert_eq(p->npinned, 2);
   /* The route of a fallen-back site says why. */
-  cr_assert_eq(symmpin_plan_route(p, 3, 0, NULL), SYMMPIN_PLAN_DIFFERS);
+  /* Routing is by shape: a call from the site the ranks disagree on still goes to a slot when a
+   * pinned site has its shape (all have one here: the smallest pinned id, site 1, routes them),
+   * so ranks reaching one call from different sites route it alike... */
+  const symmpin_plan_site *e = NULL;
+  cr_assert_eq(symmpin_plan_route(p, 3, 256, F32, SUM, 0, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(e, site_of(p, 1));
+  cr_assert_eq(symmpin_plan_route(p, 99, 256, F32, SUM, 0, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(e, site_of(p, 1));
+  /* ...and a shape no pinned site has goes to NCCL with the reason of the site's own entry. */
+  cr_assert_eq(symmpin_plan_route(p, 3, 333, F32, SUM, 0, &e), SYMMPIN_PLAN_DIFFERS);
+  cr_assert_null(e);
   symmpin_plan_free(p);
   for (int r = 0; r < N; r++) symmpin_record_free(&recs[r]);
 }
@@ -332,11 +342,14 @@ Test(plan, route_safety_net) {
   symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
   symmpin_plan *p = plan_same(c, 2, 2, &pol, NULL, 0);
   const symmpin_plan_site *e = NULL;
-  cr_assert_eq(symmpin_plan_route(p, 1, 2, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route(p, 1, 100, F32, SUM, 2, &e), SYMMPIN_PLAN_PINNED);
   cr_assert_eq(e->stream_ord, 2); /* planned on its first call's stream */
-  cr_assert_eq(symmpin_plan_route(p, 1, 0, &e), SYMMPIN_PLAN_STREAM_OFF_PLAN);
+  cr_assert_eq(symmpin_plan_route(p, 1, 100, F32, SUM, 0, &e), SYMMPIN_PLAN_STREAM_OFF_PLAN);
   cr_assert_not_null(e);
-  cr_assert_eq(symmpin_plan_route(p, 12345, 0, &e), SYMMPIN_PLAN_UNPLANNED);
+  /* A shape no pinned site has: NCCL, also from a pinned site (its next epoch plans it). */
+  cr_assert_eq(symmpin_plan_route(p, 12345, 101, F32, SUM, 2, &e), SYMMPIN_PLAN_UNPLANNED);
+  cr_assert_null(e);
+  cr_assert_eq(symmpin_plan_route(p, 1, 100, F32, SYMMPIN_MAX, 2, &e), SYMMPIN_PLAN_UNPLANNED);
   cr_assert_null(e);
   symmpin_plan_free(p);
 }

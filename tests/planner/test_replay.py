@@ -195,6 +195,23 @@ def _():
     check_layout(c)
 
 
+@check("differ2: no pinned site has b2's shape, so nothing routes its calls to a slot")
+def _():
+    _, c = replay_json("differ2", "--max-bytes", "4M")
+    s = sites(c)
+    assert "routed_to" not in s["b2"] and "routed_to" not in s["ee"], (s["b2"], s["ee"])
+
+
+@check("newsite2: a site new on one rank after warm-up routes by shape to the pinned site's slot")
+def _():
+    _, c = replay_json("newsite2", "--max-bytes", "4M")
+    assert c["agreed"], c
+    s = sites(c)
+    assert s["a1"]["pinned"] and s["ef"]["rank"] == 1 and not s["ef"]["pinned"], (s["a1"], s["ef"])
+    assert s["ef"]["routed_to"] == f"{0xa1:016x}", s["ef"]
+    assert s["a1"]["routed_to"] == f"{0xa1:016x}", s["a1"]
+
+
 @check("twostreams2: a slot per stream (and kernel variant)")
 def _():
     _, c = replay_json("twostreams2", "--max-bytes", "4M")

@@ -134,6 +134,7 @@ typedef struct world {
   uint64_t diverge_at[MAX_TEST_RANKS];
   uint64_t alarm_at[MAX_TEST_RANKS];
   symmpin_alarm alarm[MAX_TEST_RANKS];
+  int64_t slot_at[MAX_TEST_RANKS][MAX_CALLS]; /* with route_logs: the slot offset, -1 for NCCL */
   _Atomic int release;
   _Atomic int aborting;
   _Atomic uint64_t progress[MAX_TEST_RANKS]; /* calls completed */
@@ -186,6 +187,7 @@ static void run_one_step(world *w, int rank, uint64_t n) {
     const symmpin_plan_site *slot = NULL;
     int home = -1;
     (void)symmpin_agree_route(a, &w->calls[rank][n - 1], &slot, &home);
+    w->slot_at[rank][n - 1] = slot ? (int64_t)slot->offset : -1;
     symmpin_agree_route_log(a, n, &w->calls[rank][n - 1], w->diverge_at[rank] == n ? NULL : slot);
     if (!w->alarm_at[rank] && symmpin_agree_route_check(a, 8, &w->alarm[rank]))
       w->alarm_at[rank] = n;
@@ -487,6 +489,32 @@ Test(agree, routes_alike_raise_no_alarm, .timeout = 60) {
   world_run(&W);
   assert_same_everywhere(&W);
   cr_assert(W.has_plan[0]);
+  cr_assert_eq(W.alarm_at[0], 0);
+  cr_assert_eq(W.alarm_at[1], 0);
+}
+
+/* Data-dependent control flow: after the warm-up rank 1 reaches some calls from a site the plan
+ * never saw, others from another planned site of the same shape (in this loop every site has its
+ * own shape, so give it one). Routing is by shape (planner/plan.h): every rank puts each call in
+ * the same slot, so nothing diverges and no alarm is raised. Under routing by site rank 1 sent
+ * the new site's calls to NCCL while rank 0 redirected them. */
+Test(agree, ranks_reaching_a_call_from_different_sites_route_it_alike, .timeout = 60) {
+  world_init(&W, 2, 16, 5000);
+  world_loop(&W, 4, 600);
+  W.route_logs = true;
+  for (size_t i = 299; i < 320; i++) W.calls[1][i].site = 0x9999; /* new on rank 1 only */
+  for (size_t i = 400; i < 600; i += 4) W.calls[1][i].site = 0x5555;
+  world_run(&W);
+  assert_same_everywhere(&W);
+  cr_assert(W.has_plan[0]);
+  size_t redirected = 0;
+  for (size_t i = 0; i < W.ncalls; i++) {
+    cr_assert_eq(W.slot_at[0][i], W.slot_at[1][i], "call %zu: rank 0 slot %lld, rank 1 %lld",
+                 i + 1, (long long)W.slot_at[0][i], (long long)W.slot_at[1][i]);
+    redirected += W.slot_at[0][i] >= 0;
+  }
+  cr_assert_gt(W.slot_at[1][299], -1, "the new site's call is redirected on rank 1 too");
+  cr_assert_gt(redirected, 400, "%zu of 600 calls redirected", redirected);
   cr_assert_eq(W.alarm_at[0], 0);
   cr_assert_eq(W.alarm_at[1], 0);
 }

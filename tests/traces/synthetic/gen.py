@@ -109,6 +109,7 @@ def mixed(name, steps=60, move_at=8):
 ddp("ddp2")
 ddp("differ2", swap=(1, 5, 0xee))  # rank 1, call 6 (step 2, bucket B): another site
 ddp("twostreams2", streams=[0, 1, 0, 1])
+ddp("newsite2", steps=40, swap=(1, 100, 0xef))  # rank 1, call 101 (after warm-up): a new site, a1's shape
 ddp("incomplete", ranks=(0,))
 ddp("skew2", steps=40, prefix=(1, 13))  # ranks that disagree: warm-up ends at different calls
 sweep_one_process("sweep4")
