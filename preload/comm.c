@@ -171,12 +171,28 @@ symmpin_comm *symmpin_comm_find(void *handle) {
   return c;
 }
 
+bool symmpin_comm_stream_is_per_thread(const void *stream) {
+  return stream == (const void *)(uintptr_t)0x2; /* cudaStreamPerThread; no CUDA header here */
+}
+
+/* The thread a per-thread default stream belongs to (never 0: pthread_self is nonzero on Linux). */
+static unsigned long stream_owner(const void *stream) {
+  return symmpin_comm_stream_is_per_thread(stream) ? (unsigned long)pthread_self() : 0;
+}
+
 int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream) {
+  unsigned long owner = stream_owner(stream);
   for (int i = 0; i < c->nstreams; i++)
-    if (c->streams[i] == stream) return i;
+    if (c->streams[i] == stream && c->stream_thread[i] == owner) return i;
   if (c->nstreams >= SYMMPIN_MAX_STREAMS_PER_COMM) return -1;
   c->streams[c->nstreams] = stream;
+  c->stream_thread[c->nstreams] = owner;
   return c->nstreams++;
+}
+
+bool symmpin_comm_stream_reachable(const symmpin_comm *c, int ord) {
+  if (ord < 0 || ord >= c->nstreams) return false;
+  return c->stream_thread[ord] == stream_owner(c->streams[ord]);
 }
 
 /* ---- writers (reg_lock held) ---- */

@@ -37,6 +37,9 @@ typedef struct symmpin_comm {
                               while it calls symmpin_engine_allreduce and
                               symmpin_engine_comm_release: the engine must not take it again */
   void *streams[SYMMPIN_MAX_STREAMS_PER_COMM]; /* stream ordinal -> handle, in order of first use */
+  /* For the per-thread default stream (symmpin_comm_stream_is_per_thread), the thread that named
+   * it: the one handle is a different stream on every thread. 0 for every other handle. */
+  unsigned long stream_thread[SYMMPIN_MAX_STREAMS_PER_COMM];
   int nstreams;
   struct symmpin_engine_comm *engine; /* NULL until the engine attaches state */
   struct symmpin_stats_comm *stats;   /* NULL when statistics are off */
@@ -52,8 +55,18 @@ typedef struct symmpin_comm {
 } symmpin_comm;
 
 /* Stream ordinal of `stream` on comm c (assigning the next one on first use); -1 when the table
- * is full. Caller holds c->lock. */
+ * is full. The per-thread default stream gets one ordinal per thread that uses it. Caller holds
+ * c->lock. */
 int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream);
+
+/* Whether `stream` is cudaStreamPerThread (the handle 0x2, cuda_runtime_api.h): one handle that
+ * names a different stream on every thread. */
+bool symmpin_comm_stream_is_per_thread(const void *stream);
+
+/* Whether this thread can name stream ordinal `ord` of c (put work on it, record events on it):
+ * false for another thread's per-thread default stream, and for an ordinal not assigned.
+ * Caller holds c->lock. */
+bool symmpin_comm_stream_reachable(const symmpin_comm *c, int ord);
 
 /* The entry of handle with a reference taken, or NULL if the handle is not registered. Lock-free
  * (never waits for a writer); on the hit path one atomic read-modify-write on the entry. The

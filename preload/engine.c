@@ -477,9 +477,12 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
 
 /* Whether a pinned site called off its home stream can be spliced, and the home stream's handle
  * in *out (NULL is the legacy stream). Not when the call or the home stream is being captured
- * (events recorded outside a capture cannot order it): then the call goes to NCCL. */
+ * (events recorded outside a capture cannot order it), nor when the home is another thread's
+ * per-thread default stream: then the call goes to NCCL (reason `stream`; the route check
+ * catches the peers' different route). */
 static bool home_stream_of(symmpin_comm *c, const symmpin_engine_call *ec, int home, void **out) {
-  if (ec->capturing || home < 0 || home >= c->nstreams) return false;
+  /* Another thread's per-thread default stream cannot be named from this thread. */
+  if (ec->capturing || !symmpin_comm_stream_reachable(c, home)) return false;
   *out = c->streams[home];
   return symmpin_host_capturing(*out) == 0;
 }
