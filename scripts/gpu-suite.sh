@@ -179,6 +179,11 @@ s_ddp() {
 s_tp() {
   TP_TIME=0 compare_runs tp '^TP |tp_loop:' "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_loop.py
 }
+s_dp_groups() { # issue 11's data-parallel step: grouped gradient all-reduces overlapping compute
+  compare_runs dp-groups '^DP-DIGEST|symmpin-dp:' "$B/tests/apps/symmpin-dp" || return 1
+  echo "time per step, compute alone, the group alone (us), without then with symmpin:"
+  grep -h '^DP-TIME' "$OUT/logs/dp-groups.nccl.out" "$OUT/logs/dp-groups.symmpin.out"
+}
 s_dedicated() { # the one-slot-per-site planner: same results as NCCL (and so as the shared planner)
   SYMMPIN_PLANNER=dedicated compare_runs ddp-dedicated '^DDP|^step' \
     "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py || return 1
@@ -201,7 +206,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done
