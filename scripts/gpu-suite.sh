@@ -184,6 +184,22 @@ s_dp_groups() { # issue 11's data-parallel step: grouped gradient all-reduces ov
   echo "time per step, compute alone, the group alone (us), without then with symmpin:"
   grep -h '^DP-TIME' "$OUT/logs/dp-groups.nccl.out" "$OUT/logs/dp-groups.symmpin.out"
 }
+# Issue 11's tensor-parallel decode step (tests/apps/tp_decode.py), without and with symmpin:
+# bitwise identical outputs, and the table of scripts/tp_decode_compare.py (time per step and per
+# all-reduce, communication share, share of the expected saving realised).
+tp_decode_pair() { # tp_decode_pair NAME: the two runs with the TPD_* settings in the environment
+  local name=$1
+  "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/tp_decode.py >"$OUT/logs/$name.nccl.out" 2>&1 ||
+    { echo "without symmpin failed"; tail -n 20 "$OUT/logs/$name.nccl.out"; return 1; }
+  SYMMPIN_STATS_FILE="$OUT/logs/$name.stats.%p.json" with_preload "$TORCHRUN" --standalone \
+    --nproc_per_node="$NGPU" tests/apps/tp_decode.py >"$OUT/logs/$name.symmpin.out" 2>&1 ||
+    { echo "with symmpin failed"; tail -n 20 "$OUT/logs/$name.symmpin.out"; return 1; }
+  "$PY" scripts/tp_decode_compare.py "$OUT/logs/$name.nccl.out" "$OUT/logs/$name.symmpin.out"
+}
+s_tp_decode() { TPD_MODES=eager,graph tp_decode_pair tp-decode; }
+s_tp_decode_compile() { # torch.compile(mode="reduce-overhead"): one configuration (compiling is slow)
+  TPD_MODES=compile TPD_HIDDEN=4096 TPD_TOKENS=8 tp_decode_pair tp-decode-compile
+}
 s_dedicated() { # the one-slot-per-site planner: same results as NCCL (and so as the shared planner)
   SYMMPIN_PLANNER=dedicated compare_runs ddp-dedicated '^DDP|^step' \
     "$TORCHRUN" --standalone --nproc_per_node="$NGPU" tests/apps/ddp_train.py || return 1
