@@ -58,7 +58,7 @@ typedef struct shape_key {
 
 typedef struct shape_index {
   shape_key key;
-  size_t i; /* into sites[]: the pinned site of this shape with the smallest id */
+  size_t i; /* into sites[]: the pinned site that routes this shape (index_shapes) */
   UT_hash_handle hh;
 } shape_index;
 
@@ -110,7 +110,9 @@ symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uin
   return own && !own->pinned ? own->reason : SYMMPIN_PLAN_UNPLANNED;
 }
 
-/* Index the pinned sites by shape; of several with one shape, the smallest id routes them all. */
+/* Index the pinned sites by shape; of several with one shape, the one of the earliest epoch, then
+ * the smallest id, routes them all: a shape's slot never moves when a later epoch pins another
+ * site of that shape (it moves only if its site is demoted). */
 static bool index_shapes(plan_impl *pi) {
   symmpin_plan *p = &pi->pub;
   pi->shapes = calloc(p->nsites ? p->nsites : 1, sizeof(*pi->shapes));
@@ -123,7 +125,8 @@ static bool index_shapes(plan_impl *pi) {
     shape_index *e;
     HASH_FIND(hh, pi->shape_head, &k, sizeof k, e);
     if (e) {
-      if (s->site < p->sites[e->i].site) e->i = i;
+      const symmpin_plan_site *cur = &p->sites[e->i];
+      if (s->epoch < cur->epoch || (s->epoch == cur->epoch && s->site < cur->site)) e->i = i;
       continue;
     }
     e = &pi->shapes[n++];

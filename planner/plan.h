@@ -130,8 +130,9 @@ void symmpin_plan_free(symmpin_plan *p);
 /* O(1): the site's entry, or NULL if the plan has not seen it. */
 const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site);
 
-/* Routing is by shape, not by site: a call goes to the slot of the pinned site of its exact
- * shape (count, datatype, op) with the smallest id, whichever site it came from; NULL if no pinned
+/* Routing is by shape, not by site: a call goes to the slot of one pinned site of its exact
+ * shape (count, datatype, op), whichever site it came from: the one pinned by the earliest epoch,
+ * then the smallest id (so a later epoch never moves a shape to another slot); NULL if no pinned
  * site has that shape. The plan is the same on every rank and so is a call's shape (NCCL requires
  * it), so every rank routes a call alike even when the ranks reach it from different sites, or
  * from a site that is new on one rank (data-dependent control flow): which site a call comes from

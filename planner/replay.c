@@ -799,6 +799,9 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
         fprintf(out, ": pinned at offset %" PRIu64 ", slot %" PRIu64 " bytes", s->offset,
                 s->slot_bytes);
         if (kernel) fprintf(out, ", %s kernel", kernel);
+        const symmpin_plan_site *via = symmpin_plan_for_shape(p, s->count, s->dtype, s->op);
+        if (via && via != s) /* routing is by shape: an earlier site of this shape takes its calls */
+          fprintf(out, ", but its calls go to the slot of %016" PRIx64 " (same shape)", via->site);
         fprintf(out, " (epoch %u)\n", s->epoch);
       } else {
         /* Calls route by shape (planner/plan.h): a pinned site of this shape takes them. */

@@ -14,6 +14,7 @@
  *   two arrays exist, whatever the churn, and a reader never waits for a writer. */
 #include "preload/comm.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,9 +176,15 @@ bool symmpin_comm_stream_is_per_thread(const void *stream) {
   return stream == (const void *)(uintptr_t)0x2; /* cudaStreamPerThread; no CUDA header here */
 }
 
-/* The thread a per-thread default stream belongs to (never 0: pthread_self is nonzero on Linux). */
+/* The thread a per-thread default stream belongs to: a number drawn once per thread from a
+ * process-wide counter (never 0, never reused). Not pthread_self(): glibc hands a finished thread's
+ * id to the next thread at once, which would make a new thread's stream the old one's. */
 static unsigned long stream_owner(const void *stream) {
-  return symmpin_comm_stream_is_per_thread(stream) ? (unsigned long)pthread_self() : 0;
+  static _Atomic unsigned long next_owner = 1;
+  static _Thread_local unsigned long mine;
+  if (!symmpin_comm_stream_is_per_thread(stream)) return 0;
+  if (!mine) mine = atomic_fetch_add(&next_owner, 1);
+  return mine;
 }
 
 int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream) {

@@ -373,6 +373,25 @@ Test(plan, later_group_conflict_demotes_later_site) {
   symmpin_plan_free(p1);
 }
 
+Test(plan, a_shape_keeps_its_slot_when_a_later_epoch_pins_a_smaller_id) {
+  /* Epoch 0 pins site 5 (shape 100 f32 sum) on stream 1; epoch 1 pins site 3, same shape, on
+   * stream 0 (another slot). Calls of that shape keep going to site 5's slot: the routing entry is
+   * the earliest epoch's, then the smallest id, so it never moves under calls in flight. */
+  tcall e0[] = {{5, 100, F32, SUM, 1, 0}, {7, 64, F32, SUM, 0, 0}};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p0 = plan_same(e0, 2, 2, &pol, NULL, 0);
+  tcall e1[] = {{5, 100, F32, SUM, 1, 0}, {7, 64, F32, SUM, 0, 0}, {3, 100, F32, SUM, 0, 0}};
+  symmpin_plan *p1 = plan_same(e1, 3, 2, &pol, p0, 2);
+  cr_assert(site_of(p1, 3)->pinned);
+  cr_assert_eq(symmpin_plan_for_shape(p0, 100, F32, SUM), site_of(p0, 5));
+  cr_assert_eq(symmpin_plan_for_shape(p1, 100, F32, SUM), site_of(p1, 5));
+  const symmpin_plan_site *e = NULL;
+  cr_assert_eq(symmpin_plan_route(p1, 3, 100, F32, SUM, 0, &e), SYMMPIN_PLAN_STREAM_OFF_PLAN);
+  cr_assert_eq(e->offset, site_of(p0, 5)->offset);
+  symmpin_plan_free(p0);
+  symmpin_plan_free(p1);
+}
+
 Test(plan, invalid_inputs) {
   tcall c[] = {{1, 100, F32, SUM, 0, 0}};
   symmpin_record r0, r1;

@@ -149,6 +149,12 @@ Test(comm, per_thread_stream_is_one_stream_per_thread) {
   cr_assert_eq(a.ord, 2, "another thread's per-thread stream is another stream");
   cr_assert(a.reach_own);
   cr_assert_not(a.reach_main, "the main thread's per-thread stream cannot be named from there");
+  /* A thread started after that one ended (glibc reuses its pthread id at once) is yet another
+   * thread: its per-thread stream is not the finished thread's. */
+  pts_arg b = {.c = c};
+  cr_assert_eq(pthread_create(&t, NULL, pts_thread, &b), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(b.ord, 3, "a new thread reusing a finished thread's id still gets its own ordinal");
   pthread_mutex_lock(&c->lock);
   cr_assert_not(symmpin_comm_stream_reachable(c, 2));
   cr_assert(symmpin_comm_stream_is_per_thread((void *)0x2));
