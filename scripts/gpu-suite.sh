@@ -36,6 +36,8 @@ step() { # step NAME CMD...: run, log, record PASS/FAIL
   results+=("STEP $name: $verdict ($((SECONDS - t0)) s) $(grep -E 'passed|failed' "$log" | tail -n1)")
   echo "${results[-1]}"
   [ $rc -eq 0 ] || tail -n 15 "$log" | sed 's/^/    | /'
+  # Lines a step marks with "= " are its results: shown here too, so they survive without the logs.
+  grep '^= ' "$log" | sed 's/^= /    /' | head -n 40
   return $rc
 }
 skip() { results+=("STEP $1: SKIP ($2)"); echo "${results[-1]}"; }
@@ -105,7 +107,7 @@ per_rank = {}
 for path in sys.argv[1:]:
     for c in json.load(open(path)).get("comms", []):
         per_rank[c["rank"]] = sum(s.get("redirected", 0) for s in c["sites"])
-print("calls redirected per rank:", per_rank)
+print("= calls redirected per rank:", per_rank)
 sys.exit(0 if len(per_rank) >= 2 and min(per_rank.values()) > 0 and len(set(per_rank.values())) == 1 else 1)
 EOF
 }
@@ -181,8 +183,8 @@ s_tp() {
 }
 s_dp_groups() { # issue 11's data-parallel step: grouped gradient all-reduces overlapping compute
   compare_runs dp-groups '^DP-DIGEST|symmpin-dp:' "$B/tests/apps/symmpin-dp" || return 1
-  echo "time per step, compute alone, the group alone (us), without then with symmpin:"
-  grep -h '^DP-TIME' "$OUT/logs/dp-groups.nccl.out" "$OUT/logs/dp-groups.symmpin.out"
+  echo "= time per step, compute alone, the group alone (us), without then with symmpin:"
+  grep -h '^DP-TIME' "$OUT/logs/dp-groups.nccl.out" "$OUT/logs/dp-groups.symmpin.out" | sed 's/^/= /'
 }
 # Issue 11's tensor-parallel decode step (tests/apps/tp_decode.py), without and with symmpin:
 # bitwise identical outputs, and the table of scripts/tp_decode_compare.py (time per step and per
@@ -194,7 +196,10 @@ tp_decode_pair() { # tp_decode_pair NAME: the two runs with the TPD_* settings i
   SYMMPIN_STATS_FILE="$OUT/logs/$name.stats.%p.json" with_preload "$TORCHRUN" --standalone \
     --nproc_per_node="$NGPU" tests/apps/tp_decode.py >"$OUT/logs/$name.symmpin.out" 2>&1 ||
     { echo "with symmpin failed"; tail -n 20 "$OUT/logs/$name.symmpin.out"; return 1; }
-  "$PY" scripts/tp_decode_compare.py "$OUT/logs/$name.nccl.out" "$OUT/logs/$name.symmpin.out"
+  "$PY" scripts/tp_decode_compare.py "$OUT/logs/$name.nccl.out" "$OUT/logs/$name.symmpin.out" >"$OUT/logs/$name.table"
+  local rc=$?
+  sed 's/^/= /' "$OUT/logs/$name.table"
+  return $rc
 }
 s_tp_decode() { TPD_MODES=eager,graph tp_decode_pair tp-decode; }
 s_tp_decode_compile() { # torch.compile(mode="reduce-overhead"): one configuration (compiling is slow)
