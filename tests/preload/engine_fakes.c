@@ -1,0 +1,240 @@
+/* FAKE for CPU tests: see engine_fakes.h. */
+#include "engine_fakes.h"
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/allreduce.h"
+#include "preload/banner.h"
+#include "preload/host.h"
+#include "symmem/pool.h"
+
+/* ---- the log ---- */
+
+static __thread fake_op ops[FAKE_MAX_OPS];
+static __thread size_t nops;
+static __thread int current_device;
+static __thread bool fail_launch;
+
+static void log_op(fake_op op) {
+  if (nops < FAKE_MAX_OPS) ops[nops++] = op;
+}
+
+const fake_op *fake_ops(size_t *n) {
+  *n = nops;
+  return ops;
+}
+void fake_ops_clear(void) { nops = 0; }
+void fake_fail_next_launch(void) { fail_launch = true; }
+
+/* ---- the CUDA runtime functions engine.c uses ---- */
+
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetDevice(int *d) {
+  *d = current_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  current_device = d;
+  return cudaSuccess;
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+  (void)mode;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *ev) {
+  *ev = (cudaEvent_t)calloc(1, 16);
+  return *ev ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags) {
+  (void)flags;
+  return cudaEventCreate(ev);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+  free(ev);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
+  log_op((fake_op){.kind = FAKE_RECORD, .stream = s, .event = ev, .offset = -1});
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned flags) {
+  (void)flags;
+  log_op((fake_op){.kind = FAKE_WAIT, .stream = s, .event = ev, .offset = -1});
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+  (void)ev;
+  return cudaSuccess; /* nothing runs: everything has completed */
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  (void)a;
+  (void)b;
+  *ms = 0.001f;
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+  (void)flags;
+  *p = calloc(1, bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags) {
+  (void)flags;
+  *dev = host;
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) {
+  free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int device) {
+  (void)attr;
+  (void)device;
+  *v = 2000000;
+  return cudaSuccess;
+}
+
+/* ---- symmem's pool: one host region per rank ---- */
+
+static __thread const unsigned char *my_base; /* this thread's rank's region */
+
+#define FAKE_POOL_CAPACITY ((size_t)64 << 20)
+
+struct symmpin_pool {
+  int rank, nranks, device;
+  unsigned char *base[SYMMPIN_KERNEL_MAX_RANKS]; /* [rank] is this rank's own region */
+  size_t size, before;  /* the size (provisional between attach and settle), and the one before */
+  bool pending;
+};
+
+typedef struct fake_export {
+  unsigned char *base;
+  uint64_t bytes;
+} fake_export;
+
+void symmpin_pool_set_allocator(const symmpin_device_allocator *a) { (void)a; }
+
+symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out) {
+  symmpin_pool *p = calloc(1, sizeof *p);
+  if (!p) return SYMMPIN_ERR_NOMEM;
+  *p = (symmpin_pool){.rank = rank, .nranks = nranks, .device = device};
+  *out = p;
+  return SYMMPIN_OK;
+}
+
+void symmpin_pool_destroy(symmpin_pool *p) {
+  if (!p) return;
+  free(p->base[p->rank]);
+  free(p);
+}
+
+symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p) {
+  for (int r = 0; r < p->nranks; r++)
+    if (r != p->rank) p->base[r] = NULL;
+  return SYMMPIN_OK;
+}
+
+symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec) {
+  if (bytes > FAKE_POOL_CAPACITY) return SYMMPIN_ERR_UNSUPPORTED;
+  if (!p->base[p->rank] && !(p->base[p->rank] = calloc(1, FAKE_POOL_CAPACITY)))
+    return SYMMPIN_ERR_NOMEM;
+  my_base = p->base[p->rank]; /* the rank's thread reserves: its launches' offsets are from here */
+  fake_export x = {.base = p->base[p->rank], .bytes = bytes};
+  memset(export_rec, 0, SYMMPIN_POOL_EXPORT_BYTES);
+  memcpy(export_rec, &x, sizeof x);
+  return SYMMPIN_OK;
+}
+
+symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[]) {
+  fake_export mine;
+  memcpy(&mine, records[p->rank] ? records[p->rank] : &(fake_export){p->base[p->rank], 0},
+         sizeof mine);
+  for (int r = 0; r < p->nranks; r++) {
+    if (r == p->rank) continue;
+    fake_export x;
+    memcpy(&x, records[r], sizeof x);
+    if (x.bytes != mine.bytes) return SYMMPIN_ERR_DISAGREE;
+    p->base[r] = x.base;
+  }
+  /* As the real pool: the new size holds from attach on, provisionally, until settle. */
+  p->before = p->size;
+  p->pending = true;
+  if (mine.bytes > p->size) p->size = mine.bytes;
+  return SYMMPIN_OK;
+}
+
+void symmpin_pool_settle(symmpin_pool *p, bool agreed) {
+  if (p->pending && !agreed) p->size = p->before;
+  p->pending = false;
+}
+
+size_t symmpin_pool_size(const symmpin_pool *p) { return p->size; }
+
+void *symmpin_pool_addr(const symmpin_pool *p, int r, size_t offset) {
+  if (r < 0 || r >= p->nranks || !p->base[r] || offset >= p->size) return NULL;
+  return p->base[r] + offset;
+}
+
+bool symmpin_pool_fits(const symmpin_pool *p, size_t offset, size_t bytes) {
+  return offset + bytes <= p->size;
+}
+
+symmpin_status symmpin_pool_facts_get(int device, symmpin_pool_facts *out) {
+  memset(out, 0, sizeof *out);
+  out->pid = (int32_t)getpid();
+  out->device = device;
+  out->uuid[0] = (uint8_t)(device + 1);
+  return SYMMPIN_OK;
+}
+
+symmpin_status symmpin_pool_check_peers(const symmpin_pool_facts *facts, int nranks, char *why,
+                                        size_t why_len) {
+  (void)facts;
+  (void)nranks;
+  (void)why;
+  (void)why_len;
+  return SYMMPIN_OK;
+}
+
+/* ---- the kernels' launch ---- */
+
+symmpin_status symmpin_kernel_device_check(char *why, size_t why_len) {
+  (void)why;
+  (void)why_len;
+  return SYMMPIN_OK;
+}
+
+symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stream) {
+  if (fail_launch) {
+    fail_launch = false;
+    return SYMMPIN_ERR_CUDA;
+  }
+  const unsigned char *slot = call->slot[call->rank];
+  if (!my_base || slot < my_base || slot >= my_base + FAKE_POOL_CAPACITY) return SYMMPIN_ERR_INVALID;
+  log_op((fake_op){.kind = FAKE_LAUNCH, .stream = stream, .offset = (int64_t)(slot - my_base),
+                   .count = call->count});
+  return SYMMPIN_OK;
+}
+
+/* ---- the host table and the banner probe, installed before main ---- */
+
+static int host_device(void) { return current_device; }
+static int host_capturing(void *stream) {
+  (void)stream;
+  return 0; /* a call's own capture comes in symmpin_engine_call.capturing */
+}
+
+static void probe_versions(symmpin_banner_facts *f) {
+  f->nccl_version = 22809; /* 2.28.9: the version symmpin was tested with */
+  f->nccl_built = 22809;
+}
+
+__attribute__((constructor)) static void fakes_install(void) {
+  symmpin_host h = {.device = host_device, .capturing = host_capturing};
+  symmpin_host_install(&h);
+  symmpin_banner_probe b = {.versions = probe_versions};
+  symmpin_banner_install(&b);
+}

@@ -1,0 +1,37 @@
+/* FAKE for CPU tests: what preload/engine.c calls outside itself, in one process where threads play
+ * the ranks (tests/preload/test_engine.c):
+ *  - the CUDA runtime functions the engine uses: events and stream waits are logged per thread,
+ *    nothing runs, every event has completed;
+ *  - symmem's pool: host memory, one region per rank, "exported" as its address (the ranks share
+ *    the process, so a peer's region is mapped by using that address);
+ *  - the kernels' launch: logged per thread with the slot's offset in the rank's pool, nothing
+ *    runs (select.c, the kernels' host logic, is the real one);
+ *  - the host table (current device per thread; no stream captures) and the banner's probe
+ *    (a tested NCCL).
+ * The real GPU side is proven by the GPU suite; this proves the engine's decisions. */
+#ifndef SYMMPIN_TESTS_PRELOAD_ENGINE_FAKES_H
+#define SYMMPIN_TESTS_PRELOAD_ENGINE_FAKES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum fake_op_kind { FAKE_LAUNCH, FAKE_RECORD, FAKE_WAIT } fake_op_kind;
+
+typedef struct fake_op {
+  fake_op_kind kind;
+  void *stream;    /* where it was enqueued */
+  void *event;     /* RECORD, WAIT */
+  int64_t offset;  /* LAUNCH: the slot's offset in this rank's pool */
+  size_t count;    /* LAUNCH */
+} fake_op;
+
+#define FAKE_MAX_OPS 4096
+
+/* This thread's log since the last fake_ops_clear. */
+const fake_op *fake_ops(size_t *n);
+void fake_ops_clear(void);
+
+/* The next kernel launch on this thread fails (SYMMPIN_ERR_CUDA), once. */
+void fake_fail_next_launch(void);
+
+#endif
