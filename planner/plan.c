@@ -409,6 +409,8 @@ static uint64_t plan_digest(const symmpin_plan *p) {
     h = symmpin_hash_combine(h, s->slot_bytes);
     h = symmpin_hash_combine(h, (uint64_t)(int64_t)s->stream_ord);
   }
+  h = symmpin_hash_combine(h, p->capture_offset);
+  h = symmpin_hash_combine(h, p->capture_bytes);
   return symmpin_hash_combine(h, p->pool_bytes);
 }
 
@@ -506,7 +508,9 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
   /* Earlier sites sharing bytes that this epoch shows in one group: the later one goes to NCCL. */
   symmpin_slot_problem prob = {.items = b.items, .nitems = b.nitems, .grouped = b.grouped.v,
                                .ngrouped = b.grouped.n, .alignment = p->alignment,
-                               .pool_bytes = prev ? prev->pool_bytes : 0};
+                               .pool_bytes = prev ? prev->pool_bytes : 0,
+                               .reserved_offset = prev ? prev->capture_offset : 0,
+                               .reserved_bytes = prev ? prev->capture_bytes : 0};
   for (size_t g = 0; g < b.grouped.n; g++) {
     size_t x = (size_t)(b.grouped.v[g] >> 32), y = (size_t)(b.grouped.v[g] & 0xffffffffu);
     symmpin_plan_site *sx = &p->sites[b.site_of_item[x]], *sy = &p->sites[b.site_of_item[y]];
@@ -522,6 +526,16 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
   st = as->assign(&prob);
   if (st != SYMMPIN_OK) goto fail;
   p->pool_bytes = prob.pool_bytes;
+  /* The capture arena: placed once, after the slots of the plan that first asks for one; later
+   * plans place their new slots after it (offsets never move). */
+  if (prev && prev->capture_bytes) {
+    p->capture_offset = prev->capture_offset;
+    p->capture_bytes = prev->capture_bytes;
+  } else if (pol->capture_bytes) {
+    p->capture_offset = align_up(p->pool_bytes, p->alignment);
+    p->capture_bytes = align_up(pol->capture_bytes, p->alignment);
+    p->pool_bytes = p->capture_offset + p->capture_bytes;
+  }
   for (size_t it = 0; it < b.nitems; it++) {
     symmpin_plan_site *ps = &p->sites[b.site_of_item[it]];
     if (b.site_of_item[it] >= nold) {

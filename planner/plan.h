@@ -83,6 +83,10 @@ typedef struct symmpin_plan_policy {
   symmpin_supports_fn supports;   /* may be NULL: every datatype and op of common/types.h */
   void *ctx;                      /* passed to both callbacks */
   int nranks;                     /* records[] has this many entries, records[r] is rank r's */
+  /* Bytes of the capture arena (docs/design.md "Capture"): slots for all-reduces captured into
+   * CUDA graphs, handed out at capture time without any agreement. Placed once, by the first
+   * plan made with a nonzero value, after that plan's slots; kept by every later plan. 0 = none. */
+  uint64_t capture_bytes;
 } symmpin_plan_policy;
 
 typedef struct symmpin_plan_site {
@@ -107,10 +111,13 @@ typedef struct symmpin_plan {
   uint32_t epoch;               /* 0 for the first plan, +1 per extension */
   symmpin_plan_mode mode;
   uint64_t alignment;
-  uint64_t pool_bytes;          /* = planned_bytes: the pool this plan needs (never shrinks) */
+  uint64_t pool_bytes;          /* the pool this plan needs, arena included (never shrinks) */
   uint64_t dedicated_bytes;     /* sum of pinned sites' slot bytes */
   uint64_t lower_bound_bytes;   /* most slot bytes that can be in flight at once (docs/planner.md) */
-  uint64_t digest;              /* of every site's decision, offset, size and stream, and the pool */
+  uint64_t capture_offset;      /* the capture arena [capture_offset, + capture_bytes) of every */
+  uint64_t capture_bytes;       /* rank's pool (inside pool_bytes); 0 bytes = no arena */
+  uint64_t digest;              /* of every site's decision, offset, size and stream, the arena
+                                 * and the pool */
   bool same_sequence;           /* this epoch's records were identical on every rank */
   size_t nsites, npinned;
   size_t nnew;                  /* sites first decided by this epoch (the last nnew of sites[]) */

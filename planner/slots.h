@@ -32,6 +32,7 @@ typedef struct symmpin_slot_problem {
   size_t ngrouped;
   uint64_t alignment;     /* every offset is a multiple of it */
   uint64_t pool_bytes;    /* in: the earlier plan's pool; out: the pool this plan needs */
+  uint64_t reserved_offset, reserved_bytes; /* bytes no item may use (the capture arena) */
 } symmpin_slot_problem;
 
 typedef struct symmpin_slot_assigner {

@@ -92,6 +92,9 @@ static bool fits(const symmpin_slot_problem *p, const slots *s, size_t x, uint64
   /* A slot may not cross the end of the earlier plans' pool: the bytes after it come in a new
    * chunk of symmetric memory, mapped separately on every rank (symmem/pool.h). */
   if (o < s->old_end && o + w > s->old_end) return false;
+  /* Nor touch the capture arena, which lies among the earlier plans' slots. */
+  if (p->reserved_bytes && o < p->reserved_offset + p->reserved_bytes && p->reserved_offset < o + w)
+    return false;
   /* slots are disjoint and sorted, so only the one before o and those starting in [o, o+w) can
    * intersect */
   size_t k = slot_find(s, o);

@@ -188,6 +188,47 @@ Test(plan, late_sites_never_move_old_ones) {
   }
 }
 
+/* The capture arena: placed once, after the first plan's slots, inside the pool, overlapping no
+ * slot; later plans keep it where it is and place their new slots after it; it is part of the
+ * digest (ranks asking different arenas never agree). */
+Test(plan, the_capture_arena_is_placed_once_and_never_overlaps_a_slot) {
+  for (int mode = 0; mode < 2; mode++) {
+    symmpin_plan_policy pol = test_policy((symmpin_plan_mode)mode, 2);
+    pol.capture_bytes = 1000; /* not a multiple of the alignment: rounded up */
+    tcall e0[] = {{1, 1000, F32, SUM, 0, 0}, {2, 5000, F32, SUM, 1, 0},
+                  {1, 1000, F32, SUM, 0, 0}, {2, 5000, F32, SUM, 1, 0}};
+    symmpin_plan *p0 = plan_same(e0, 4, 2, &pol, NULL, 0);
+    cr_assert_eq(p0->capture_bytes, 1024);
+    cr_assert_eq(p0->capture_offset % p0->alignment, 0);
+    cr_assert_eq(p0->pool_bytes, p0->capture_offset + p0->capture_bytes);
+    for (uint64_t s = 1; s <= 2; s++)
+      cr_assert_leq(site_of(p0, s)->offset + site_of(p0, s)->slot_bytes, p0->capture_offset);
+    pol.capture_bytes = 1 << 20; /* a later epoch asking another size changes nothing */
+    tcall e1[] = {{1, 1000, F32, SUM, 0, 0}, {3, 90000, F32, SUM, 0, 0}, {4, 10, F32, SUM, 2, 0}};
+    symmpin_plan *p1 = plan_same(e1, 3, 2, &pol, p0, 4);
+    cr_assert_eq(p1->capture_offset, p0->capture_offset);
+    cr_assert_eq(p1->capture_bytes, p0->capture_bytes);
+    for (uint64_t s = 3; s <= 4; s++) {
+      const symmpin_plan_site *e = site_of(p1, s);
+      cr_assert(e->offset + e->slot_bytes <= p1->capture_offset ||
+                    e->offset >= p1->capture_offset + p1->capture_bytes,
+                "mode %d: new site %lu [%lu, +%lu) touches the arena", mode, (unsigned long)s,
+                (unsigned long)e->offset, (unsigned long)e->slot_bytes);
+    }
+    pol.capture_bytes = 2048;
+    symmpin_plan *other = plan_same(e0, 4, 2, &pol, NULL, 0);
+    cr_assert_neq(other->digest, p0->digest);
+    pol.capture_bytes = 0;
+    symmpin_plan *none = plan_same(e0, 4, 2, &pol, NULL, 0);
+    cr_assert_eq(none->capture_bytes, 0);
+    cr_assert_leq(none->pool_bytes, p0->capture_offset);
+    symmpin_plan_free(p0);
+    symmpin_plan_free(p1);
+    symmpin_plan_free(other);
+    symmpin_plan_free(none);
+  }
+}
+
 Test(plan, one_stream_500_sites_pool_is_largest_slot) {
   enum { S = 500 };
   tcall *c = malloc(2 * S * sizeof(*c));
