@@ -19,11 +19,13 @@ static int query_device(void) {
   return dev;
 }
 
-static int query_capturing(void *stream) {
+static int query_capturing(void *stream, unsigned long long *capture_id) {
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  if (cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, NULL, NULL, NULL, NULL, NULL) !=
+  unsigned long long id = 0;
+  if (cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, &id, NULL, NULL, NULL, NULL) !=
       cudaSuccess)
     return -1;
+  if (capture_id) *capture_id = id;
   return st != cudaStreamCaptureStatusNone;
 }
 

@@ -341,6 +341,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     symmpin_plan_policy pol = {
         .mode = a->p.mode,
         .max_bytes = a->p.max_bytes,
+        .capture_bytes = a->p.capture_bytes,
         .alignment = SYMMPIN_PLAN_ALIGNMENT,
         .slot_bytes = symmpin_agree_kernels.slot_bytes,
         .supports = symmpin_agree_kernels.supports,

@@ -73,6 +73,7 @@ typedef struct symmpin_agree_params {
   uint32_t warmup;      /* SYMMPIN_WARMUP */
   symmpin_plan_mode mode;
   uint64_t max_bytes;   /* SYMMPIN_MAX_BYTES */
+  uint64_t capture_bytes; /* SYMMPIN_CAPTURE_BYTES: the plans' capture arena */
   uint64_t timeout_ms;  /* longest wait for a peer's post */
   const _Atomic int *aborting; /* may be NULL; nonzero: every wait gives up at once (abort) */
   symmpin_agree_ops ops;

@@ -197,11 +197,6 @@ int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream) {
   return c->nstreams++;
 }
 
-bool symmpin_comm_stream_reachable(const symmpin_comm *c, int ord) {
-  if (ord < 0 || ord >= c->nstreams) return false;
-  return c->stream_thread[ord] == stream_owner(c->streams[ord]);
-}
-
 /* ---- writers (reg_lock held) ---- */
 
 static int ordinal_locked(symmpin_comm_key key) {

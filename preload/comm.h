@@ -63,11 +63,6 @@ int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream);
  * names a different stream on every thread. */
 bool symmpin_comm_stream_is_per_thread(const void *stream);
 
-/* Whether this thread can name stream ordinal `ord` of c (put work on it, record events on it):
- * false for another thread's per-thread default stream, and for an ordinal not assigned.
- * Caller holds c->lock. */
-bool symmpin_comm_stream_reachable(const symmpin_comm *c, int ord);
-
 /* The entry of handle with a reference taken, or NULL if the handle is not registered. Lock-free
  * (never waits for a writer); on the hit path one atomic read-modify-write on the entry. The
  * entry stays valid (not freed, fields not reused) until the matching symmpin_comm_put, even if

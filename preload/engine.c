@@ -81,6 +81,30 @@ typedef struct timing_pair {
 #define ROUTE_CHECK_BUDGET_CALL 8u
 #define ROUTE_CHECK_BUDGET_QUERY 1024u
 
+/* The order of eager kernels on one slot (docs/design.md "Routing"): an event recorded after the
+ * latest kernel on the slot, and the stream ordinal it ran on. A kernel on another stream waits
+ * for that event first, so a slot is never used by two unordered streams; nothing else is
+ * ordered (no stream waits for a whole other stream). One per distinct slot offset, in an
+ * open-addressing table that only grows (offsets never move). */
+typedef struct slot_order {
+  uint64_t offset;
+  bool used;           /* the table entry holds a slot */
+  cudaEvent_t done;    /* created at the slot's first eager kernel */
+  int last_ord;        /* stream ordinal of the latest kernel; NO_KERNEL_YET before the first */
+} slot_order;
+#define NO_KERNEL_YET (-2)
+
+/* Capture (docs/design.md "Capture"): calls captured into CUDA graphs use the plan's capture
+ * arena, never an eager slot. A lane is one capture sequence's stream and slot class: its calls
+ * are ordered in the graph, so they share one slot (grown by taking a new one when a larger call
+ * comes). Lanes are reused round-robin; a capture that needs a lane again gets a new slot. */
+#define CAPTURE_LANES 32
+typedef struct capture_lane {
+  unsigned long long capture_id; /* 0: free */
+  int stream_ord, klass;
+  uint64_t offset, bytes;
+} capture_lane;
+
 struct symmpin_engine_comm {
   symmpin_agree *agree;      /* NULL when setup failed (then off_reason says why) */
   symmpin_reason off_reason;
@@ -88,7 +112,12 @@ struct symmpin_engine_comm {
   symmpin_kernel_error *err_host, *err_dev;
   uint64_t timeout_cycles;
   bool timeout_reported;
-  cudaEvent_t splice_ev;     /* orders a call on another stream with its site's home stream */
+  slot_order *orders;        /* the eager slots' order (slot_order above) */
+  size_t norders, orders_cap; /* used entries, table size (a power of two, or 0) */
+  capture_lane lanes[CAPTURE_LANES];
+  unsigned lane_next;        /* the lane a new capture stream takes */
+  uint64_t capture_used;     /* bytes of the arena handed out (never returned: graphs live on) */
+  bool capture_full_logged;
   /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
   void *first_stream;
@@ -266,6 +295,7 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   symmpin_agree_params p = {
       .key = c->key, .comm = c->ordinal, .rank = c->rank, .nranks = c->nranks,
       .warmup = (uint32_t)cfg->warmup, .mode = cfg->planner, .max_bytes = cfg->max_bytes,
+      .capture_bytes = cfg->capture_bytes,
       .timeout_ms = cfg->timeout_ms, .aborting = &c->aborting,
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
               .reserve = op_reserve, .attach = op_attach, .settle = op_settle,
@@ -432,25 +462,115 @@ void symmpin_engine_comm_poll(symmpin_comm *c) {
     enter_error(c, e, SYMMPIN_NCCL_REMOTE_ERROR);
 }
 
-/* A call on a stream other than its site's home: after the home stream's work so far, and the
- * home stream's later work after it, so that the slot (shared over time with the home stream's
- * other sites) is never used by two unordered streams. No cycle can form: each wait is on work
- * already enqueued. */
-static bool splice_before(struct symmpin_engine_comm *e, void *stream, void *home) {
-  if (!e->splice_ev && cudaEventCreateWithFlags(&e->splice_ev, cudaEventDisableTiming) != cudaSuccess)
-    return false;
-  return cudaEventRecord(e->splice_ev, (cudaStream_t)home) == cudaSuccess &&
-         cudaStreamWaitEvent((cudaStream_t)stream, e->splice_ev, 0) == cudaSuccess;
+/* ---- the order of eager kernels on a slot ---- */
+
+static uint64_t offset_hash(uint64_t o) { return (o >> 8) * 0x9e3779b97f4a7c15ull; }
+
+static slot_order *order_find(struct symmpin_engine_comm *e, uint64_t offset) {
+  size_t mask = e->orders_cap - 1;
+  for (size_t i = offset_hash(offset) & mask;; i = (i + 1) & mask) {
+    slot_order *so = &e->orders[i];
+    if (!so->used || so->offset == offset) return so;
+  }
 }
 
-static bool splice_after(struct symmpin_engine_comm *e, void *stream, void *home) {
-  return cudaEventRecord(e->splice_ev, (cudaStream_t)stream) == cudaSuccess &&
-         cudaStreamWaitEvent((cudaStream_t)home, e->splice_ev, 0) == cudaSuccess;
+/* The slot's entry, added if new; NULL without memory. Never during a capture (only eager calls
+ * come here), so creating its event is allowed. */
+static slot_order *order_of(struct symmpin_engine_comm *e, uint64_t offset) {
+  if ((e->norders + 1) * 2 > e->orders_cap) { /* grow: at most half full */
+    size_t cap = e->orders_cap ? e->orders_cap * 2 : 64;
+    slot_order *old = e->orders, *t = calloc(cap, sizeof *t);
+    if (!t) return NULL;
+    size_t old_cap = e->orders_cap;
+    e->orders = t;
+    e->orders_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].used) *order_find(e, old[i].offset) = old[i];
+    free(old);
+  }
+  slot_order *so = order_find(e, offset);
+  if (!so->used) {
+    if (cudaEventCreateWithFlags(&so->done, cudaEventDisableTiming) != cudaSuccess) return NULL;
+    *so = (slot_order){.offset = offset, .used = true, .done = so->done, .last_ord = NO_KERNEL_YET};
+    e->norders++;
+  }
+  return so;
 }
 
-/* `splice`: the call is off its site's home stream `home` (which may be the legacy stream, NULL). */
+static void orders_free(struct symmpin_engine_comm *e) {
+  for (size_t i = 0; i < e->orders_cap; i++)
+    if (e->orders[i].used) cudaEventDestroy(e->orders[i].done); /* never waits */
+  free(e->orders);
+  e->orders = NULL;
+  e->orders_cap = e->norders = 0;
+}
+
+/* ---- the capture arena ---- */
+
+/* A slot of `bytes` (class klass) in the arena for a call captured on stream ordinal `ord` of
+ * capture sequence `id`: the lane's slot if it is large enough, else a new one. Every rank
+ * captures the same calls in the same order, so every rank hands out the same offsets; the
+ * route check catches ranks that capture differently. false when the arena is full. */
+static bool capture_slot(struct symmpin_engine_comm *e, const symmpin_plan *plan,
+                         unsigned long long id, int ord, int klass, uint64_t bytes,
+                         uint64_t *offset) {
+  /* An unknown capture or stream cannot be told apart from another one: never shared. */
+  bool shareable = id != 0 && ord >= 0;
+  capture_lane *lane = NULL;
+  for (int i = 0; shareable && i < CAPTURE_LANES && !lane; i++)
+    if (e->lanes[i].capture_id == id && e->lanes[i].stream_ord == ord && e->lanes[i].klass == klass)
+      lane = &e->lanes[i];
+  if (lane && lane->bytes >= bytes) {
+    *offset = lane->offset;
+    return true;
+  }
+  if (e->capture_used + bytes > plan->capture_bytes) return false;
+  *offset = plan->capture_offset + e->capture_used;
+  e->capture_used += bytes;
+  if (!shareable) return true;
+  if (!lane) lane = &e->lanes[e->lane_next++ % CAPTURE_LANES];
+  *lane = (capture_lane){.capture_id = id, .stream_ord = ord, .klass = klass, .offset = *offset,
+                         .bytes = bytes};
+  return true;
+}
+
+/* The arena slot for a captured call, as a plan entry (the route log and the launch take one),
+ * or the reason it goes to NCCL. */
+static symmpin_reason capture_route(symmpin_comm *c, struct symmpin_engine_comm *e,
+                                    const symmpin_plan *plan, const symmpin_engine_call *ec,
+                                    symmpin_plan_site *out) {
+  const symmpin_allreduce_call *a = ec->call;
+  const symmpin_config *cfg = symmpin_config_get();
+  if (!symmpin_kernel_supports(a->dtype, a->op)) return SYMMPIN_REASON_TYPE_OP;
+  if (cfg->max_bytes && (uint64_t)a->count * symmpin_dtype_size(a->dtype) > cfg->max_bytes)
+    return SYMMPIN_REASON_TOO_LARGE;
+  size_t need = symmpin_kernel_slot_bytes(a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
+  if (!need) return SYMMPIN_REASON_TYPE_OP;
+  need = (need + SYMMPIN_PLAN_ALIGNMENT - 1) / SYMMPIN_PLAN_ALIGNMENT * SYMMPIN_PLAN_ALIGNMENT;
+  int klass = symmpin_kernel_slot_class(a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
+  uint64_t offset = 0;
+  if (!capture_slot(e, plan, ec->capture_id, ec->stream_ord, klass, need, &offset)) {
+    if (!e->capture_full_logged && plan->capture_bytes) {
+      e->capture_full_logged = true;
+      SYMMPIN_INFO("comm %d rank %d: the capture arena (%llu bytes, SYMMPIN_CAPTURE_BYTES) is "
+                   "full: all-reduces captured from now on go to NCCL", c->ordinal, c->rank,
+                   (unsigned long long)plan->capture_bytes);
+    }
+    return SYMMPIN_REASON_CAPTURE;
+  }
+  *out = (symmpin_plan_site){.site = ec->site, .count = a->count, .dtype = a->dtype, .op = a->op,
+                             .pinned = true, .offset = offset, .slot_bytes = need,
+                             .stream_ord = ec->stream_ord, .epoch = plan->epoch};
+  return SYMMPIN_REASON_NONE;
+}
+
+/* ---- the launch ---- */
+
+/* Enqueue the kernel for `slot` on the call's stream. An eager call is ordered after the latest
+ * eager kernel on the same slot when that ran on another stream, and leaves its own event for
+ * the next one; a captured call uses an arena slot no other work touches and needs neither. */
 static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
-                   const symmpin_plan_site *slot, bool splice, void *home) {
+                   const symmpin_plan_site *slot) {
   const symmpin_allreduce_call *a = ec->call;
   symmpin_kernel_call k = {
       .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
@@ -465,26 +585,22 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != c->device) cudaSetDevice(c->device);
-  bool ok = !splice || splice_before(e, a->stream, home);
+  cudaStream_t stream = (cudaStream_t)a->stream;
+  slot_order *so = ec->capturing ? NULL : order_of(e, slot->offset);
+  bool ok = ec->capturing || so != NULL;
+  /* An unknown ordinal (-1) may be any stream: wait. */
+  if (ok && so && so->last_ord != NO_KERNEL_YET && (so->last_ord != ec->stream_ord || ec->stream_ord < 0))
+    ok = cudaStreamWaitEvent(stream, so->done, 0) == cudaSuccess;
   int timing = ok ? timing_start(c, e, ec, true) : -1;
-  ok = ok && symmpin_kernel_launch(&k, a->stream) == SYMMPIN_OK;
-  timing_end(e, timing, a->stream, ok);
-  ok = ok && (!splice || splice_after(e, a->stream, home));
+  ok = ok && symmpin_kernel_launch(&k, stream) == SYMMPIN_OK;
+  timing_end(e, timing, stream, ok);
+  if (ok && so) {
+    ok = cudaEventRecord(so->done, stream) == cudaSuccess;
+    so->last_ord = ec->stream_ord;
+  }
   if (!ok) cudaGetLastError();
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   return ok;
-}
-
-/* Whether a pinned site called off its home stream can be spliced, and the home stream's handle
- * in *out (NULL is the legacy stream). Not when the call or the home stream is being captured
- * (events recorded outside a capture cannot order it), nor when the home is another thread's
- * per-thread default stream: then the call goes to NCCL (reason `stream`; the route check
- * catches the peers' different route). */
-static bool home_stream_of(symmpin_comm *c, const symmpin_engine_call *ec, int home, void **out) {
-  /* Another thread's per-thread default stream cannot be named from this thread. */
-  if (ec->capturing || !symmpin_comm_stream_reachable(c, home)) return false;
-  *out = c->streams[home];
-  return symmpin_host_capturing(*out) == 0;
 }
 
 bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
@@ -526,12 +642,18 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     ec->timing = timing_start(c, e, ec, false);
     return false;
   }
+  /* Eager calls: the slot of the pinned site of their shape, whatever their stream (the home
+   * stream the route names is not needed: launch orders the slot's kernels). Captured calls: a
+   * slot of the capture arena, whatever their shape's plan (docs/design.md "Capture"). */
   const symmpin_plan_site *slot = NULL;
-  int home = -1;
-  *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot, &home));
-  void *home_stream = NULL;
-  if (*reason == SYMMPIN_REASON_NONE && home >= 0 && !home_stream_of(c, ec, home, &home_stream))
-    *reason = SYMMPIN_REASON_STREAM;
+  symmpin_plan_site arena_slot;
+  if (ec->capturing) {
+    *reason = capture_route(c, e, plan, ec, &arena_slot);
+    slot = &arena_slot;
+  } else {
+    int home = -1;
+    *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot, &home));
+  }
   if (*reason == SYMMPIN_REASON_NONE && fault_hits(c, FAULT_DIVERGE, n))
     *reason = SYMMPIN_REASON_DISAGREE; /* the test's divergent rank: NCCL, logged as such */
   /* Log the route before anything can wait, then compare with the peers' logs. */
@@ -544,12 +666,10 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     return true;
   }
   if (*reason != SYMMPIN_REASON_NONE) {
-    /* A site first seen during capture: counted as capture (it gets a slot at an eager epoch). */
-    if (*reason == SYMMPIN_REASON_WARMUP && ec->capturing) *reason = SYMMPIN_REASON_CAPTURE;
     ec->timing = timing_start(c, e, ec, false);
     return false;
   }
-  if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot, home >= 0, home_stream)) {
+  if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot)) {
     /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. This rank
      * reports the failure (ncclUnhandledCudaError) and enters the error state, so it never
      * launches a later call on this slot that the peers' waiting kernels would take for this
@@ -574,11 +694,9 @@ static void engine_free_host(struct symmpin_engine_comm *e) {
   free(e);
 }
 
-static void engine_free_gpu(symmpin_pool *pool, symmpin_kernel_error *err, cudaEvent_t splice,
-                            cudaEvent_t first) {
+static void engine_free_gpu(symmpin_pool *pool, symmpin_kernel_error *err, cudaEvent_t first) {
   symmpin_pool_destroy(pool); /* synchronizes the device first: no kernel still uses it */
   if (err) cudaFreeHost((void *)err);
-  if (splice) cudaEventDestroy(splice);
   if (first) cudaEventDestroy(first);
   cudaGetLastError();
 }
@@ -596,7 +714,7 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
   if (!e) return;
   c->engine = NULL;
   timing_free(e);
-  if (e->splice_ev) cudaEventDestroy(e->splice_ev);
+  orders_free(e);
   if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
   cudaGetLastError();
   engine_free_host(e);
@@ -622,8 +740,9 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
     uint64_t limit = symmpin_config_get()->timeout_ms;
     (void)symmpin_agree_teardown_barrier(e->agree, limit < 2000 ? (unsigned)limit : 2000);
   }
-  engine_free_gpu(e->pool, e->err_host, e->splice_ev,
+  engine_free_gpu(e->pool, e->err_host,
                   e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev);
   timing_free(e);
+  orders_free(e);
   engine_free_host(e);
 }

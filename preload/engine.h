@@ -21,6 +21,7 @@ typedef struct symmpin_engine_call {
   uint64_t group_token; /* same non-zero value for every call of one outermost group of this
                            thread, 0 outside groups (planner/record.h) */
   bool capturing;      /* the stream is capturing a CUDA graph */
+  unsigned long long capture_id; /* then the capture sequence's id (0 = unknown) */
   uint64_t send_alloc, recv_alloc; /* allocation ids (0 = unknown) */
   int timing;          /* set by the engine: a timing the NCCL call must end (-1 = none) */
 } symmpin_engine_call;

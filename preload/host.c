@@ -21,10 +21,15 @@ int symmpin_host_device(void) {
   return h && h->device ? h->device() : -1;
 }
 
-int symmpin_host_capturing(void *stream) {
+int symmpin_host_capture_id(void *stream, unsigned long long *capture_id) {
   const symmpin_host *h = get();
-  return h && h->capturing ? h->capturing(stream) : -1;
+  unsigned long long id = 0;
+  int r = h && h->capturing ? h->capturing(stream, &id) : -1;
+  if (capture_id) *capture_id = r == 1 ? id : 0;
+  return r;
 }
+
+int symmpin_host_capturing(void *stream) { return symmpin_host_capture_id(stream, NULL); }
 
 int symmpin_host_comm_rank(void *comm, int *rank, int *nranks) {
   const symmpin_host *h = get();

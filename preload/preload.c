@@ -414,7 +414,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   buffer_of(c->send, &p->ec.send_alloc, &p->send_off);
   buffer_of(c->recv, &p->ec.recv_alloc, &p->recv_off);
   /* Unknown counts as capturing: the engine then does nothing that capture would forbid. */
-  p->ec.capturing = symmpin_host_capturing(c->stream) != 0;
+  p->ec.capturing = symmpin_host_capture_id(c->stream, &p->ec.capture_id) != 0;
   if (!cm) {
     p->ec.site = symmpin_site_id(c->stack, -1, c->count, c->dtype, c->op);
     p->reason = SYMMPIN_REASON_COMM;

@@ -2,6 +2,7 @@
 #include "engine_fakes.h"
 
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +100,9 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int device)
 
 /* ---- symmem's pool: one host region per rank ---- */
 
-static __thread const unsigned char *my_base; /* this thread's rank's region */
+/* Each rank's own region, for the launch log's offsets (any thread of the rank's process may
+ * launch: a rank's calls may come from several threads). */
+static unsigned char *_Atomic rank_base[SYMMPIN_KERNEL_MAX_RANKS];
 
 #define FAKE_POOL_CAPACITY ((size_t)64 << 20)
 
@@ -141,7 +144,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   if (bytes > FAKE_POOL_CAPACITY) return SYMMPIN_ERR_UNSUPPORTED;
   if (!p->base[p->rank] && !(p->base[p->rank] = calloc(1, FAKE_POOL_CAPACITY)))
     return SYMMPIN_ERR_NOMEM;
-  my_base = p->base[p->rank]; /* the rank's thread reserves: its launches' offsets are from here */
+  atomic_store(&rank_base[p->rank], p->base[p->rank]);
   fake_export x = {.base = p->base[p->rank], .bytes = bytes};
   memset(export_rec, 0, SYMMPIN_POOL_EXPORT_BYTES);
   memcpy(export_rec, &x, sizeof x);
@@ -213,6 +216,7 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
     return SYMMPIN_ERR_CUDA;
   }
   const unsigned char *slot = call->slot[call->rank];
+  const unsigned char *my_base = atomic_load(&rank_base[call->rank]);
   if (!my_base || slot < my_base || slot >= my_base + FAKE_POOL_CAPACITY) return SYMMPIN_ERR_INVALID;
   log_op((fake_op){.kind = FAKE_LAUNCH, .stream = stream, .offset = (int64_t)(slot - my_base),
                    .count = call->count});
@@ -222,8 +226,9 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
 /* ---- the host table and the banner probe, installed before main ---- */
 
 static int host_device(void) { return current_device; }
-static int host_capturing(void *stream) {
+static int host_capturing(void *stream, unsigned long long *capture_id) {
   (void)stream;
+  (void)capture_id;
   return 0; /* a call's own capture comes in symmpin_engine_call.capturing */
 }
 

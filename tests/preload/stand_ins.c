@@ -20,8 +20,9 @@ symmpin_engine_call stand_in_last_call;
 uint64_t stand_in_last_index;
 
 static int query_device(void) { return stand_in_device; }
-static int query_capturing(void *stream) {
+static int query_capturing(void *stream, unsigned long long *capture_id) {
   (void)stream;
+  if (capture_id) *capture_id = 7; /* one capture sequence */
   return stand_in_capturing;
 }
 static int query_comm(void *comm, int *rank, int *nranks) {

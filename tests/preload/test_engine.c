@@ -23,6 +23,8 @@
 
 #define S0 ((void *)0x100)   /* every rank's main stream */
 #define S1 ((void *)0x200)   /* a side stream */
+#define SG ((void *)0x300)   /* a stream used only to capture CUDA graphs */
+#define ARENA (256u << 10)   /* SYMMPIN_CAPTURE_BYTES */
 
 /* One call of one rank's script. */
 typedef struct spec {
@@ -30,6 +32,7 @@ typedef struct spec {
   size_t count;
   void *stream;
   bool capturing;
+  unsigned long long capture_id; /* when capturing: the capture sequence */
   bool fail_launch; /* the kernel launch of this call fails on this rank */
   bool other_thread; /* made from another thread of the rank's process */
 } spec;
@@ -59,6 +62,7 @@ static void config(void) {
   memset(&cfg, 0, sizeof cfg);
   cfg.warmup = WARMUP;
   cfg.max_bytes = 1 << 20;
+  cfg.capture_bytes = ARENA;
   cfg.planner = SYMMPIN_PLAN_SHARED;
   cfg.timeout_ms = 5000;
   cfg.stack_depth = 1;
@@ -112,6 +116,7 @@ static void *make_call(void *arg) {
   pthread_mutex_lock(&c->lock);
   c->allreduces++;
   symmpin_engine_call ec = {.call = &a, .site = s->site, .capturing = s->capturing,
+                            .capture_id = s->capture_id,
                             .stream_ord = symmpin_comm_stream_ordinal(c, s->stream)};
   outcome *o = &W.out[ca->rank][ca->i];
   int rc = 0;
@@ -166,7 +171,9 @@ static size_t first_taken(void) {
   return W.ncalls;
 }
 
-Test(engine, plain_run_redirects_after_warmup_on_the_call_stream_without_events) {
+/* One stream: every redirected call is its launch and the record of its slot's event (what a
+ * call on another stream would wait for); never a wait. */
+Test(engine, plain_run_redirects_after_warmup_on_the_call_stream_without_waits) {
   world_init();
   world_run();
   size_t go = first_taken();
@@ -180,8 +187,8 @@ Test(engine, plain_run_redirects_after_warmup_on_the_call_stream_without_events)
     for (int k = 0; k < RANKS; k++) {
       const outcome *o = &W.out[k][i];
       cr_assert(o->taken && o->rc == 0, "call %zu rank %d", i + 1, k);
-      cr_assert_str_eq(o->ops, "L", "call %zu rank %d: on its home stream, no event: %s", i + 1,
-                       k, o->ops);
+      cr_assert_str_eq(o->ops, "LR", "call %zu rank %d: one stream, no wait: %s", i + 1, k,
+                       o->ops);
       cr_assert_eq(o->launch_stream, S0);
       cr_assert_eq(o->offset, W.out[0][i].offset, "call %zu: the same slot on every rank", i + 1);
     }
@@ -207,41 +214,42 @@ Test(engine, a_call_from_an_unplanned_site_goes_to_the_same_slot_on_every_rank) 
 
 /* Rank 0 makes calls 150..159 on a side stream (ordered after its main stream by the program, as
  * torch's wait_stream does); rank 1 stays on its main stream. Rank 0's calls are still
- * redirected, spliced into the main stream's order: record on S0, S1 waits, launch on S1, record
- * on S1, S0 waits. Nothing else changes. */
-Test(engine, a_call_on_another_stream_is_spliced_into_its_home_streams_order) {
+ * redirected, into the same slot as rank 1's (the two shapes share one slot: one stream, never
+ * in flight together). Only kernels on one slot are ordered: the first call on the side stream
+ * waits for the event of that slot's latest kernel (on the main stream), later ones do not (same
+ * stream); back on the main stream, the first call waits for the side stream's latest kernel on
+ * the slot. The main stream as a whole never waits. */
+Test(engine, a_call_on_another_stream_waits_only_for_the_latest_kernel_on_its_slot) {
   world_init();
   for (size_t i = 150; i < 160; i++) W.script[0][i].stream = S1;
   world_run();
   cr_assert_lt(first_taken(), 100);
-  for (size_t i = 150; i < 160; i++) {
+  for (size_t i = 148; i < 164; i++) {
     const outcome *o = &W.out[0][i];
     cr_assert(o->taken && o->rc == 0, "call %zu", i + 1);
-    cr_assert_str_eq(o->ops, "RWLRW", "call %zu: %s", i + 1, o->ops);
-    cr_assert_eq(o->launch_stream, S1);
+    const char *want = i == 150 || i == 160 ? "WLR" : "LR";
+    cr_assert_str_eq(o->ops, want, "call %zu: %s, not %s", i + 1, o->ops, want);
+    cr_assert_eq(o->launch_stream, i >= 150 && i < 160 ? S1 : S0);
     cr_assert_eq(o->offset, W.out[1][i].offset, "call %zu: the peer's slot", i + 1);
-    cr_assert_str_eq(W.out[1][i].ops, "L");
+    cr_assert_str_eq(W.out[1][i].ops, "LR");
   }
-  cr_assert_str_eq(W.out[0][160].ops, "L", "back on the home stream: no events");
 }
 
-/* Rank 0's call 150 is captured on a side stream: it cannot be spliced (an event recorded outside
- * the capture cannot order it), so it goes to NCCL there (reason `stream`) while rank 1 redirects
- * it. The route check turns that into the error state on both ranks within a few calls: every
- * later call returns ncclRemoteError (6) and launches nothing. Never a silent result. */
-Test(engine, a_call_only_one_rank_can_redirect_puts_both_ranks_in_error) {
+/* Rank 0's call 150 is captured (on a stream of its own) while rank 1 makes it eagerly: rank 0
+ * puts it in the capture arena, rank 1 in its shape's eager slot. The ranks routed one call to
+ * two slots; the route check turns that into the error state on both ranks within a few calls:
+ * every later call returns ncclRemoteError (6) and launches nothing. Never a silent result. */
+Test(engine, a_call_captured_on_one_rank_only_puts_both_ranks_in_error) {
   world_init();
-  W.script[0][150].stream = S1;
+  W.script[0][150].stream = SG;
   W.script[0][150].capturing = true;
+  W.script[0][150].capture_id = 5;
   world_run();
   cr_assert_lt(first_taken(), 100);
-  /* Rank 0: NCCL for it (reason `stream`), or already the error if rank 1's route was logged
-   * first; never its kernel. */
   const outcome *r0 = &W.out[0][150];
-  cr_assert((!r0->taken && r0->reason == SYMMPIN_REASON_STREAM) || (r0->taken && r0->rc == 6),
-            "rank 0 call 151: taken %d rc %d reason %d", r0->taken, r0->rc, r0->reason);
-  cr_assert_eq(r0->offset, -1);
+  cr_assert(r0->taken && (r0->rc == 0 || r0->rc == 6), "rank 0 call 151: rc %d", r0->rc);
   cr_assert(W.out[1][150].taken);
+  if (r0->rc == 0) cr_assert_neq(r0->offset, W.out[1][150].offset, "an arena slot, not the eager one");
   for (int k = 0; k < RANKS; k++) {
     size_t err = 0;
     for (size_t i = 150; i < W.ncalls && !err; i++)
@@ -278,24 +286,92 @@ Test(engine, a_failed_launch_is_an_error_on_every_rank) {
 
 /* cudaStreamPerThread (0x2) is a different stream on every thread. Rank 0 makes its calls there;
  * calls 151..155 come from another thread of its process, on that thread's own per-thread stream.
- * That stream is not the home's, and the home (the first thread's per-thread stream) cannot be
- * named from the other thread to splice the call in: NCCL there (reason `stream`), so the
- * communicator ends in error on both ranks; never a launch that uses the slot from two unordered
- * streams. */
-Test(engine, another_threads_per_thread_stream_is_never_treated_as_the_home) {
+ * They are redirected like every call (the peer redirects them), ordered after the main thread's
+ * latest kernel on their slot by its event, which needs no handle to the other thread's stream;
+ * and the main thread's next call on each slot waits for the other thread's kernel. */
+Test(engine, another_threads_per_thread_stream_is_ordered_by_the_slots_event) {
   world_init();
   for (size_t i = 0; i < W.ncalls; i++) W.script[0][i].stream = (void *)0x2;
   for (size_t i = 150; i < 155; i++) W.script[0][i].other_thread = true;
   world_run();
   cr_assert_lt(first_taken(), 100);
-  cr_assert_str_eq(W.out[0][149].ops, "L", "on the home per-thread stream: launched, no events");
-  const outcome *o = &W.out[0][150];
-  cr_assert((!o->taken && o->reason == SYMMPIN_REASON_STREAM) || (o->taken && o->rc == 6),
-            "rank 0 call 151: taken %d rc %d reason %d", o->taken, o->rc, o->reason);
+  cr_assert_str_eq(W.out[0][149].ops, "LR", "on the main thread: no wait");
+  for (size_t i = 150; i < 157; i++) {
+    const outcome *o = &W.out[0][i];
+    cr_assert(o->taken && o->rc == 0, "rank 0 call %zu: rc %d", i + 1, o->rc);
+    cr_assert_eq(o->offset, W.out[1][i].offset, "rank 0 call %zu: the peer's slot", i + 1);
+    /* The script makes each of 150..154 from a thread of its own (so each on a stream of its
+     * own): each waits for the kernel before it on the (one shared) slot, and so does 155, back
+     * on the main thread; 156 follows 155 on the same stream. */
+    const char *want = i >= 150 && i <= 155 ? "WLR" : "LR";
+    cr_assert_str_eq(o->ops, want, "rank 0 call %zu: %s, not %s", i + 1, o->ops, want);
+  }
   for (size_t i = 150; i < W.ncalls; i++)
-    cr_assert_eq(W.out[0][i].offset, -1, "rank 0 call %zu: nothing launched", i + 1);
-  size_t err = 0;
-  for (size_t i = 150; i < W.ncalls && !err; i++)
-    if (W.out[1][i].taken && W.out[1][i].rc == 6) err = i;
-  cr_assert(err && err <= 160, "rank 1: an error by call 161 (first at %zu)", err + 1);
+    cr_assert(W.out[0][i].rc == 0 && W.out[1][i].rc == 0, "call %zu: no error", i + 1);
+}
+
+/* Both ranks capture calls 150..169 into one graph (capture 77, on a stream the warm-up never
+ * saw, as torch.cuda.graph does) and calls 170..179 into another (capture 78); eager calls go on
+ * around them. Captured calls are redirected into the capture arena on both ranks, at the same
+ * offsets, without events (nothing outside the graph may order it; its slots are its own): calls
+ * of one graph on one stream share a slot (a new one when a larger call comes), the two graphs
+ * share none, and no captured call uses an eager slot. */
+Test(engine, captured_calls_use_the_capture_arena_alike_on_every_rank) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 150; i < 180; i++)
+      W.script[k][i] = (spec){.site = 0xD0 + i % 2, .count = i % 2 ? 512 : 256, .stream = SG,
+                              .capturing = true, .capture_id = i < 170 ? 77 : 78};
+  world_run();
+  cr_assert_lt(first_taken(), 100);
+  int64_t eager[2] = {W.out[0][148].offset, W.out[0][149].offset};
+  for (size_t i = 150; i < 180; i++)
+    for (int k = 0; k < RANKS; k++) {
+      const outcome *o = &W.out[k][i];
+      cr_assert(o->taken && o->rc == 0, "rank %d call %zu: taken %d rc %d reason %d", k, i + 1,
+                o->taken, o->rc, o->reason);
+      cr_assert_str_eq(o->ops, "L", "rank %d call %zu: %s", k, i + 1, o->ops);
+      cr_assert_eq(o->launch_stream, SG);
+      cr_assert_eq(o->offset, W.out[0][i].offset, "call %zu: the same offset on every rank", i + 1);
+      cr_assert(o->offset != eager[0] && o->offset != eager[1], "call %zu: an eager slot", i + 1);
+    }
+  /* graph 77: 256 floats, then 512 (larger: a new slot), and from then on that one */
+  cr_assert_neq(W.out[0][150].offset, W.out[0][151].offset);
+  for (size_t i = 152; i < 170; i++) cr_assert_eq(W.out[0][i].offset, W.out[0][151].offset);
+  for (size_t i = 170; i < 180; i++)
+    for (size_t j = 150; j < 170; j++)
+      cr_assert_neq(W.out[0][i].offset, W.out[0][j].offset, "graphs 77 and 78 share a slot");
+  for (size_t i = 180; i < W.ncalls; i++) {
+    cr_assert_str_eq(W.out[0][i].ops, "LR", "eager call %zu", i + 1);
+    cr_assert(W.out[0][i].offset == eager[0] || W.out[0][i].offset == eager[1]);
+  }
+}
+
+/* 40 graphs of one call each (as 40 captured batch sizes): once the arena is full, captured calls
+ * go to NCCL (reason `capture`) on every rank alike: no error, and the eager calls go on. */
+Test(engine, a_full_capture_arena_sends_captured_calls_to_nccl_on_every_rank) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 110; i < 150; i++)
+      W.script[k][i] = (spec){.site = 0xE0, .count = 512, .stream = SG, .capturing = true,
+                              .capture_id = 1000 + i};
+  world_run();
+  cr_assert_lt(first_taken(), 100);
+  size_t taken = 0, nccl = 0;
+  for (size_t i = 110; i < 150; i++) {
+    const outcome *a = &W.out[0][i], *b = &W.out[1][i];
+    cr_assert_eq(a->taken, b->taken, "call %zu: routed alike", i + 1);
+    cr_assert_eq(a->offset, b->offset);
+    if (a->taken) {
+      cr_assert_eq(nccl, 0, "call %zu: taken after the arena was full", i + 1);
+      cr_assert(a->rc == 0 && b->rc == 0);
+      taken++;
+    } else {
+      cr_assert(a->reason == SYMMPIN_REASON_CAPTURE && b->reason == SYMMPIN_REASON_CAPTURE);
+      nccl++;
+    }
+  }
+  cr_assert(taken > 0 && nccl > 0, "%zu captured calls taken, %zu to NCCL", taken, nccl);
+  for (size_t i = 150; i < W.ncalls; i++)
+    cr_assert(W.out[0][i].taken && W.out[0][i].rc == 0 && W.out[1][i].rc == 0, "call %zu", i + 1);
 }
