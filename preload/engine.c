@@ -330,6 +330,7 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
   }
   symmpin_stats_set_pool(c, (uint32_t)p->npinned, p->dedicated_bytes, p->lower_bound_bytes,
                          symmpin_pool_size(e->pool));
+  symmpin_stats_set_capture(c, p->capture_bytes, e->capture_used);
 }
 
 /* ---- timing (SYMMPIN_MEASURE) ---- */
@@ -558,6 +559,7 @@ static symmpin_reason capture_route(symmpin_comm *c, struct symmpin_engine_comm 
     }
     return SYMMPIN_REASON_CAPTURE;
   }
+  symmpin_stats_set_capture(c, plan->capture_bytes, e->capture_used);
   *out = (symmpin_plan_site){.site = ec->site, .count = a->count, .dtype = a->dtype, .op = a->op,
                              .pinned = true, .offset = offset, .slot_bytes = need,
                              .stream_ord = ec->stream_ord, .epoch = plan->epoch};
@@ -623,7 +625,13 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   uint64_t n = c->allreduces;
   first_call_note(c, e, n, a, ec->capturing);
   e->capturing_now = ec->capturing;
-  timing_read(c, e);
+  /* cudaEventQuery is "unsafe" during a capture: never from a capturing call, and in relaxed mode
+   * so that another thread's global-mode capture is not invalidated. */
+  if (!ec->capturing && e->timings) {
+    enum cudaStreamCaptureMode mode = capture_mode_relax();
+    timing_read(c, e);
+    capture_mode_restore(mode);
+  }
   symmpin_agree_call call = {
       .site = ec->site, .stream_ord = ec->stream_ord, .count = a->count, .dtype = a->dtype,
       .op = a->op, .in_place = a->send == a->recv, .capturing = ec->capturing,

@@ -23,6 +23,7 @@ struct symmpin_stats_comm {
   bool has_pool;
   uint32_t planned_sites;
   uint64_t dedicated_bytes, lower_bound_bytes, pool_bytes;
+  uint64_t capture_bytes, capture_used_bytes; /* the capture arena, inside pool_bytes */
   struct symmpin_stats_comm *next;
 };
 
@@ -181,6 +182,15 @@ void symmpin_stats_set_pool(symmpin_comm *c, uint32_t planned_sites, uint64_t de
   pthread_mutex_unlock(&sc->lock);
 }
 
+void symmpin_stats_set_capture(symmpin_comm *c, uint64_t arena_bytes, uint64_t used_bytes) {
+  symmpin_stats_comm *sc = c ? c->stats : NULL;
+  if (!sc) return;
+  pthread_mutex_lock(&sc->lock);
+  sc->capture_bytes = arena_bytes;
+  sc->capture_used_bytes = used_bytes;
+  pthread_mutex_unlock(&sc->lock);
+}
+
 bool symmpin_stats_site_get(symmpin_stats_comm *sc, uint64_t site, symmpin_stats_site_view *out) {
   if (!sc) return false;
   pthread_mutex_lock(&sc->lock);
@@ -226,6 +236,9 @@ void symmpin_stats_print(FILE *f) {
       fprintf(f, ": pool %" PRIu64 " B, %u sites planned, dedicated %" PRIu64
                  " B, lower bound %" PRIu64 " B",
               c->pool_bytes, c->planned_sites, c->dedicated_bytes, c->lower_bound_bytes);
+    if (c->has_pool && c->capture_bytes)
+      fprintf(f, "; capture arena %" PRIu64 " B of it, %" PRIu64 " B used", c->capture_bytes,
+              c->capture_used_bytes);
     fprintf(f, "\n  %-18s %10s %-5s %-4s %10s %14s %10s %10s %22s  %s\n", "site", "count", "type",
             "op", "calls", "bytes", "symmpin", "nccl", "slot (offset+bytes)", "nccl reasons");
     for (stats_site *s = c->sites; s; s = s->hh.next) {
@@ -275,8 +288,10 @@ void symmpin_stats_write_json(FILE *f) {
             i ? "," : "", c->ordinal, c->rank, c->nranks, c->device);
     if (c->has_pool)
       fprintf(f, ", \"pool\": {\"planned_sites\": %u, \"dedicated_bytes\": %" PRIu64
-                 ", \"lower_bound_bytes\": %" PRIu64 ", \"pool_bytes\": %" PRIu64 "}",
-              c->planned_sites, c->dedicated_bytes, c->lower_bound_bytes, c->pool_bytes);
+                 ", \"lower_bound_bytes\": %" PRIu64 ", \"pool_bytes\": %" PRIu64
+                 ", \"capture_bytes\": %" PRIu64 ", \"capture_used_bytes\": %" PRIu64 "}",
+              c->planned_sites, c->dedicated_bytes, c->lower_bound_bytes, c->pool_bytes,
+              c->capture_bytes, c->capture_used_bytes);
     fprintf(f, ", \"sites\": [");
     for (stats_site *s = c->sites; s; s = s->hh.next) {
       fprintf(f, "%s\n    {\"site\": \"0x%016" PRIx64 "\", \"count\": %" PRIu64

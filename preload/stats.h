@@ -48,6 +48,8 @@ void symmpin_stats_set_slot(symmpin_comm *c, uint64_t site, uint64_t offset, uin
  * lower bound any plan needs (the largest set of sites live at once), and the pool's size. */
 void symmpin_stats_set_pool(symmpin_comm *c, uint32_t planned_sites, uint64_t dedicated_bytes,
                             uint64_t lower_bound_bytes, uint64_t pool_bytes);
+/* ...and, for the capture arena (inside the pool), its size and the bytes captured calls took. */
+void symmpin_stats_set_capture(symmpin_comm *c, uint64_t arena_bytes, uint64_t used_bytes);
 
 /* Per-site numbers, as printed (for tests). false if the site was never seen. */
 typedef struct symmpin_stats_site_view {

@@ -111,6 +111,24 @@ print("= calls redirected per rank:", per_rank)
 sys.exit(0 if len(per_rank) >= 2 and min(per_rank.values()) > 0 and len(set(per_rank.values())) == 1 else 1)
 EOF
 }
+s_trust_graphs() { # two CUDA graphs captured on new streams, replayed alternately 2 x 2000 times
+  # on two streams between eager calls: right results, no error, every captured call redirected
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  compare_runs trust-graphs '^GRAPHS|symmpin-trust:' "$TRUST" --scenario graphs --cycles "${GRAPH_REPLAYS:-2000}" || return 1
+  "$PY" - "$OUT"/logs/trust-graphs.stats.*.json <<'EOF'
+import json, sys
+graph_counts = {3000, 20000, 100000}  # the shapes only the graphs use (trust_app.c gshapes)
+captured, arena = {}, {}
+for path in sys.argv[1:]:
+    for c in json.load(open(path)).get("comms", []):
+        g = [s for s in c["sites"] if s["count"] in graph_counts]
+        captured[c["rank"]] = (sum(s["redirected"] for s in g), sum(s["nccl"] for s in g))
+        arena[c["rank"]] = {k: v for k, v in c.get("pool", {}).items() if k.startswith("capture")}
+print("= captured calls per rank (redirected, nccl):", captured)
+print("= capture arena per rank:", arena)
+sys.exit(0 if len(captured) >= 2 and all(r == 7 and n == 0 for r, n in captured.values()) else 1)
+EOF
+}
 s_trust_fault() { # injected faults: an error on every rank within a second, never a silent result
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
   "$TRUST" --scenario fault >"$OUT/logs/trust-fault.nccl.out" 2>&1 || { echo "clean run without symmpin failed"; return 1; }
@@ -227,7 +245,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done

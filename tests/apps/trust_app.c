@@ -20,6 +20,11 @@
  *   --scenario abort    rank 0 sleeps --straggle MS before call 100 while the others wait inside
  *                       it; their watchdog aborts the communicator after --abort-after MS, and the
  *                       abort must return promptly (under a second).
+ *   --scenario graphs   after warm-up, capture two CUDA graphs of all-reduces (shapes the warm-up
+ *                       never made) on streams the warm-up never used, as torch.cuda.graph does,
+ *                       and replay them alternately --cycles N times each, moving between the
+ *                       default and a side stream, with an eager all-reduce after every replay:
+ *                       every result must be right and no error may appear.
  *   --scenario churn    --cycles N times: split a communicator off the world one, make 64
  *                       all-reduces on it (past warm-up: redirected under symmpin), destroy it.
  *                       Open files and /dev/shm entries must not grow; the growth of device memory
@@ -103,8 +108,7 @@ static int32_t value_of(int rank, uint64_t call, size_t i, bool small) {
   return small ? (int32_t)(h % 2001) - 1000 : (int32_t)h;
 }
 
-static void fill(int32_t *in, int rank, int k, uint64_t call) {
-  const shape *s = &shapes[k];
+static void fill_shape(int32_t *in, int rank, const shape *s, uint64_t call) {
   for (size_t i = 0; i < s->count; i++) {
     int32_t v = value_of(rank, call, i, s->dtype == ncclFloat32);
     if (s->dtype == ncclFloat32) {
@@ -116,8 +120,9 @@ static void fill(int32_t *in, int rank, int k, uint64_t call) {
   }
 }
 
-static bool verify(rank_ctx *c, int k, uint64_t call, const int32_t *out) {
-  const shape *s = &shapes[k];
+static void fill(int32_t *in, int rank, int k, uint64_t call) { fill_shape(in, rank, &shapes[k], call); }
+
+static bool verify_shape(rank_ctx *c, const shape *s, uint64_t call, const int32_t *out) {
   for (size_t i = 0; i < s->count; i++) {
     int64_t sum = 0;
     uint32_t usum = 0;
@@ -136,12 +141,16 @@ static bool verify(rank_ctx *c, int k, uint64_t call, const int32_t *out) {
     }
     if (!ok) {
       if (c->failed < 5)
-        fprintf(stderr, PROG ": rank %d: call %llu (shape %d) element %zu is wrong\n", c->rank,
-                (unsigned long long)call, k, i);
+        fprintf(stderr, PROG ": rank %d: call %llu (%zu elements) element %zu is wrong\n",
+                c->rank, (unsigned long long)call, s->count, i);
       return false;
     }
   }
   return true;
+}
+
+static bool verify(rank_ctx *c, int k, uint64_t call, const int32_t *out) {
+  return verify_shape(c, &shapes[k], call, out);
 }
 
 static void *watchdog_main(void *p) {
@@ -365,6 +374,145 @@ static int shm_boards(void) {
   return n;
 }
 
+/* ---- the graphs scenario ---- */
+
+/* Shapes only the graphs use (LL, LL, copy sized on 2 ranks), so the warm-up never planned them. */
+static const shape gshapes[] = {{ncclInt32, 3000}, {ncclFloat32, 20000}, {ncclInt32, 100000}};
+#define GRAPHS 2
+#define GRAPH_MAX_CALLS 4
+/* Graph 0: shapes 0, 1, 2; graph 1: shapes 0, 1, 0, 2 (a shape twice: two calls, two buffers). */
+static const int graph_calls[GRAPHS][GRAPH_MAX_CALLS] = {{0, 1, 2, -1}, {0, 1, 0, 2}};
+
+/* The call site inside the graphs (noinline: its own return address). */
+__attribute__((noinline)) static ncclResult_t graph_site(rank_ctx *c, void *send, void *recv,
+                                                         const shape *s, cudaStream_t st) {
+  return ncclAllReduce(send, recv, s->count, s->dtype, ncclSum, c->comm, st);
+}
+
+typedef struct graph_run {
+  cudaGraphExec_t exec[GRAPHS];
+  void *send[GRAPHS][GRAPH_MAX_CALLS], *recv[GRAPHS][GRAPH_MAX_CALLS];
+  /* pinned staging per replay in flight: the graph's calls, then the eager call */
+  int32_t *in[CHECK_EVERY][GRAPH_MAX_CALLS + 1], *out[CHECK_EVERY][GRAPH_MAX_CALLS + 1];
+  int ncaptured;
+} graph_run;
+
+static void graph_capture(rank_ctx *c, graph_run *g, int k) {
+  cudaStream_t cs;
+  SYMMPIN_TEST_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  /* The program's buffers, written before capture (the graph only reads and writes them). */
+  for (int j = 0; j < GRAPH_MAX_CALLS && graph_calls[k][j] >= 0; j++) {
+    size_t bytes = gshapes[graph_calls[k][j]].count * 4;
+    SYMMPIN_TEST_CUDA(cudaMalloc(&g->send[k][j], bytes));
+    SYMMPIN_TEST_CUDA(cudaMalloc(&g->recv[k][j], bytes));
+  }
+  SYMMPIN_TEST_CUDA(cudaDeviceSynchronize());
+  SYMMPIN_TEST_CUDA(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+  for (int j = 0; j < GRAPH_MAX_CALLS && graph_calls[k][j] >= 0; j++) {
+    ncclResult_t rc = graph_site(c, g->send[k][j], g->recv[k][j], &gshapes[graph_calls[k][j]], cs);
+    if (rc != ncclSuccess) {
+      fprintf(stderr, PROG ": rank %d: captured call returned %d\n", c->rank, (int)rc);
+      atomic_store(&c->error_code, rc);
+    }
+    g->ncaptured++;
+  }
+  cudaGraph_t graph;
+  SYMMPIN_TEST_CUDA(cudaStreamEndCapture(cs, &graph));
+  SYMMPIN_TEST_CUDA(cudaGraphInstantiate(&g->exec[k], graph, 0));
+  SYMMPIN_TEST_CUDA(cudaGraphDestroy(graph));
+  SYMMPIN_TEST_CUDA(cudaStreamDestroy(cs));
+}
+
+/* Check the replays in flight: the graphs' calls and the eager call of each. */
+static void graph_check(rank_ctx *c, graph_run *g, uint64_t first, uint64_t n) {
+  SYMMPIN_TEST_CUDA(cudaDeviceSynchronize());
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(c->comm, &async);
+  if (async != ncclSuccess) atomic_store(&c->error_code, async);
+  for (uint64_t i = first; i < first + n; i++) {
+    int k = (int)(i % GRAPHS), p = (int)(i - first);
+    for (int j = 0; j <= GRAPH_MAX_CALLS; j++) {
+      bool eager = j == GRAPH_MAX_CALLS;
+      if (!eager && graph_calls[k][j] < 0) continue;
+      const shape *s = eager ? &shapes[i % NSHAPES] : &gshapes[graph_calls[k][j]];
+      if (verify_shape(c, s, 1000000 + i * 8 + (uint64_t)j, g->out[p][j])) {
+        c->passed++;
+      } else {
+        c->failed++;
+        fprintf(stderr, PROG ": rank %d: replay %llu call %d: WRONG RESULT%s\n", c->rank,
+                (unsigned long long)i, j, async != ncclSuccess ? " (error reported)" : "");
+      }
+    }
+  }
+}
+
+static void scenario_graphs(rank_ctx *c) {
+  uint64_t warm = run_calls(c, 200, 0); /* eager: plans the eager shapes only */
+  static graph_run g;
+  for (int k = 0; k < GRAPHS; k++) graph_capture(c, &g, k);
+  for (int p = 0; p < CHECK_EVERY; p++)
+    for (int j = 0; j <= GRAPH_MAX_CALLS; j++) {
+      SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&g.in[p][j], gshapes[2].count * 4));
+      SYMMPIN_TEST_CUDA(cudaMallocHost((void **)&g.out[p][j], gshapes[2].count * 4));
+    }
+  uint64_t replays = 2 * (uint64_t)opt.cycles, first = 0;
+  cudaStream_t prev = 0;
+  for (uint64_t i = 0; i < replays && !atomic_load(&c->error_code); i++) {
+    int k = (int)(i % GRAPHS), p = (int)(i - first);
+    /* Graph 0, graph 1 on the default stream, then both on the side stream, and so on; each
+     * stream waits for the other's work first (one order of NCCL calls, as NCCL requires). */
+    cudaStream_t s = (i / 2) % 2 ? c->side : 0;
+    if (s != prev) {
+      SYMMPIN_TEST_CUDA(cudaEventRecord(c->ev, prev));
+      SYMMPIN_TEST_CUDA(cudaStreamWaitEvent(s, c->ev, 0));
+      prev = s;
+    }
+    for (int j = 0; j < GRAPH_MAX_CALLS && graph_calls[k][j] >= 0; j++) {
+      const shape *sh = &gshapes[graph_calls[k][j]];
+      fill_shape(g.in[p][j], c->rank, sh, 1000000 + i * 8 + (uint64_t)j);
+      SYMMPIN_TEST_CUDA(cudaMemcpyAsync(g.send[k][j], g.in[p][j], sh->count * 4,
+                                        cudaMemcpyHostToDevice, s));
+    }
+    SYMMPIN_TEST_CUDA(cudaGraphLaunch(g.exec[k], s));
+    for (int j = 0; j < GRAPH_MAX_CALLS && graph_calls[k][j] >= 0; j++)
+      SYMMPIN_TEST_CUDA(cudaMemcpyAsync(g.out[p][j], g.recv[k][j],
+                                        gshapes[graph_calls[k][j]].count * 4,
+                                        cudaMemcpyDeviceToHost, s));
+    /* An eager all-reduce after the replay, on the same stream, into the eager slots. */
+    int e = (int)(i % NSHAPES);
+    fill(g.in[p][GRAPH_MAX_CALLS], c->rank, e, 1000000 + i * 8 + GRAPH_MAX_CALLS);
+    SYMMPIN_TEST_CUDA(cudaMemcpyAsync(c->send[e], g.in[p][GRAPH_MAX_CALLS], shapes[e].count * 4,
+                                      cudaMemcpyHostToDevice, s));
+    ncclResult_t rc = e == 0 ? site0(c, s) : e == 1 ? site1(c, s) : site2(c, s);
+    if (rc != ncclSuccess) {
+      atomic_store(&c->error_code, rc);
+      fprintf(stderr, PROG ": rank %d: eager call returned %d\n", c->rank, (int)rc);
+    }
+    SYMMPIN_TEST_CUDA(cudaMemcpyAsync(g.out[p][GRAPH_MAX_CALLS], c->recv[e], shapes[e].count * 4,
+                                      cudaMemcpyDeviceToHost, s));
+    if (p + 1 == CHECK_EVERY || i + 1 == replays) {
+      graph_check(c, &g, first, (uint64_t)p + 1);
+      first = i + 1;
+    }
+  }
+  expect(c, atomic_load(&c->error_code) == 0, "no error");
+  printf("GRAPHS rank=%d warmup_calls=%llu captured_calls=%d replays=%llu errors=%d\n", c->rank,
+         (unsigned long long)warm, g.ncaptured, (unsigned long long)replays,
+         atomic_load(&c->error_code));
+  for (int k = 0; k < GRAPHS; k++) {
+    cudaGraphExecDestroy(g.exec[k]);
+    for (int j = 0; j < GRAPH_MAX_CALLS && graph_calls[k][j] >= 0; j++) {
+      cudaFree(g.send[k][j]);
+      cudaFree(g.recv[k][j]);
+    }
+  }
+  for (int p = 0; p < CHECK_EVERY; p++)
+    for (int j = 0; j <= GRAPH_MAX_CALLS; j++) {
+      cudaFreeHost(g.in[p][j]);
+      cudaFreeHost(g.out[p][j]);
+    }
+}
+
 static void scenario_churn(rank_ctx *c) {
   size_t free0 = 0, free1 = 0, total;
   int fds0 = 0, shm0 = 0;
@@ -462,6 +610,8 @@ static int child_main(void) {
            c.abort_took_ms);
     expect(&c, atomic_load(&c.aborted), "the watchdog to abort");
     expect(&c, c.abort_took_ms < 1000, "ncclCommAbort to return within a second");
+  } else if (!strcmp(sc, "graphs")) {
+    scenario_graphs(&c);
   } else if (!strcmp(sc, "churn")) {
     scenario_churn(&c);
   } else {
@@ -574,7 +724,7 @@ int main(int argc, char **argv) {
       break;
     case 'u': opt.uid = optarg; break;
     case 'h':
-      printf("usage: " PROG " [--scenario side|sites|fault|abort|churn] [--ranks N] [--calls N]\n"
+      printf("usage: " PROG " [--scenario side|sites|fault|abort|graphs|churn] [--ranks N] [--calls N]\n"
              "                     [--cycles N] [--straggle MS] [--abort-after MS]\n"
              "The failure scenarios of symmpin's docs/design.md as a plain NCCL program; see the\n"
              "comment at the top of tests/apps/trust_app.c.\n");

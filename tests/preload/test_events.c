@@ -257,6 +257,7 @@ Test(events, statistics) {
   uint64_t s16 = symmpin_site_id(42, 0, 16, 7, 0), s32 = symmpin_site_id(42, 0, 32, 7, 0);
   symmpin_stats_set_slot(c, s16, 4096, 512);
   symmpin_stats_set_pool(c, 1, 512, 512, 1 << 20);
+  symmpin_stats_set_capture(c, 65536, 4096);
   symmpin_stats_site_view v;
   cr_assert(symmpin_stats_site_get(c->stats, s16, &v));
   cr_assert_eq(v.calls, 3);
@@ -310,7 +311,8 @@ Test(events, statistics) {
   json[n] = '\0';
   fclose(f);
   cr_assert(strstr(json, "\"pool\": {\"planned_sites\": 1, \"dedicated_bytes\": 512, "
-                         "\"lower_bound_bytes\": 512, \"pool_bytes\": 1048576}"),
+                         "\"lower_bound_bytes\": 512, \"pool_bytes\": 1048576, "
+                         "\"capture_bytes\": 65536, \"capture_used_bytes\": 4096}"),
             "%s", json);
   cr_assert(strstr(json, "\"calls\": 16, \"bytes\": 1024, \"redirected\": 16, \"nccl\": 0, "
                          "\"reasons\": {}, \"slot\": {\"offset\": 4096, \"bytes\": 512}"),
