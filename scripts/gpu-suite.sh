@@ -112,8 +112,8 @@ sys.exit(0 if len(per_rank) >= 2 and min(per_rank.values()) > 0 and len(set(per_
 EOF
 }
 s_trust_graphs() { # two CUDA graphs captured on new streams, replayed alternately 2 x 2000 times
-  # on two streams between eager calls: right results, no error, every captured call redirected
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  # on two streams between eager calls: right results, no error, every captured call redirected.
+  # One rank per GPU; on one GPU a single rank still runs the capture arena and the slot order.
   compare_runs trust-graphs '^GRAPHS|symmpin-trust:' "$TRUST" --scenario graphs --cycles "${GRAPH_REPLAYS:-2000}" || return 1
   "$PY" - "$OUT"/logs/trust-graphs.stats.*.json <<'EOF'
 import json, sys
@@ -126,7 +126,7 @@ for path in sys.argv[1:]:
         arena[c["rank"]] = {k: v for k, v in c.get("pool", {}).items() if k.startswith("capture")}
 print("= captured calls per rank (redirected, nccl):", captured)
 print("= capture arena per rank:", arena)
-sys.exit(0 if len(captured) >= 2 and all(r == 7 and n == 0 for r, n in captured.values()) else 1)
+sys.exit(0 if captured and all(r == 7 and n == 0 for r, n in captured.values()) else 1)
 EOF
 }
 s_trust_fault() { # injected faults: an error on every rank within a second, never a silent result
