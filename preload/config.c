@@ -81,6 +81,10 @@ static const symmpin_config_var vars[] = {
      "its CALL-th all-reduce on each communicator) or diverge:RANK:CALL (that rank sends that "
      "call to NCCL while its peers redirect it)",
      OFF(test_fault), 0, 0, NULL},
+    {"SYMMPIN_TEST_ONE_RANK", SYMMPIN_CONFIG_BOOL, "0",
+     "tests only: redirect the all-reduces of one-rank communicators too (otherwise NCCL keeps "
+     "them: its one-rank all-reduce is a copy at most), so that one GPU can run the redirect path",
+     OFF(test_one_rank), 0, 0, NULL},
 };
 
 const symmpin_config_var *symmpin_config_vars(size_t *n) {

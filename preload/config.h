@@ -34,6 +34,7 @@ typedef struct symmpin_config {
   int stack_depth;                           /* SYMMPIN_STACK_DEPTH */
   bool measure;                              /* SYMMPIN_MEASURE: time sampled calls */
   char test_fault[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_TEST_FAULT: tests only, "" = none */
+  bool test_one_rank;                        /* SYMMPIN_TEST_ONE_RANK: tests only */
 } symmpin_config;
 
 typedef enum symmpin_config_type {

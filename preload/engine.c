@@ -309,6 +309,8 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
+  } else if (c->nranks < 2 && !cfg->test_one_rank) {
+    engine_off(c, e, SYMMPIN_REASON_COMM, "one rank (NCCL's all-reduce is a copy at most)");
   } else if (!symmpin_banner_nccl_supported()) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "this NCCL version is not supported (see the WARN line)");
   } else if (kernels_ok != SYMMPIN_OK) {

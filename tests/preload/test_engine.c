@@ -375,3 +375,40 @@ Test(engine, a_full_capture_arena_sends_captured_calls_to_nccl_on_every_rank) {
   for (size_t i = 150; i < W.ncalls; i++)
     cr_assert(W.out[0][i].taken && W.out[0][i].rc == 0 && W.out[1][i].rc == 0, "call %zu", i + 1);
 }
+
+/* One rank, the calls of a single thread: NCCL's one-rank all-reduce is a copy at most, so the
+ * engine stays out (reason `comm`) unless the tests' SYMMPIN_TEST_ONE_RANK asks it in (the GPU
+ * suite on one GPU). */
+static size_t one_rank_run(bool test_one_rank) {
+  world_init();
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.test_one_rank = test_one_rank;
+  symmpin_config_set_for_tests(&cfg);
+  symmpin_comm *c = symmpin_comm_register((void *)0xd0, W.key, 0, 1, 0, true);
+  cr_assert_not_null(c);
+  size_t taken = 0;
+  for (size_t i = 0; i < 100; i++) {
+    call_arg ca = {c, 0, i};
+    make_call(&ca);
+    const outcome *o = &W.out[0][i];
+    if (o->taken) {
+      cr_assert_eq(o->rc, 0);
+      taken++;
+    } else if (!test_one_rank) {
+      cr_assert_eq(o->reason, SYMMPIN_REASON_COMM, "call %zu: reason %d", i + 1, o->reason);
+    }
+  }
+  pthread_mutex_lock(&c->lock);
+  symmpin_engine_comm_release(c);
+  pthread_mutex_unlock(&c->lock);
+  symmpin_comm_unregister(c);
+  return taken;
+}
+
+Test(engine, a_one_rank_communicator_stays_on_nccl) {
+  cr_assert_eq(one_rank_run(false), 0);
+}
+
+Test(engine, a_one_rank_communicator_is_redirected_when_the_tests_ask) {
+  cr_assert_gt(one_rank_run(true), 50);
+}
