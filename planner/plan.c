@@ -110,6 +110,16 @@ symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uin
   return own && !own->pinned ? own->reason : SYMMPIN_PLAN_UNPLANNED;
 }
 
+bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol,
+                                uint64_t count, int dtype, int op) {
+  if (!p || count == 0) return false;
+  if (pol->supports && !pol->supports(dtype, op, pol->ctx)) return false;
+  size_t esize = symmpin_dtype_size(dtype);
+  if (!esize || (pol->max_bytes && count > pol->max_bytes / esize)) return false;
+  if (!pol->slot_bytes || !pol->slot_bytes((size_t)count, dtype, pol->nranks, pol->ctx)) return false;
+  return symmpin_plan_for_shape(p, count, dtype, op) == NULL;
+}
+
 /* Index the pinned sites by shape; of several with one shape, the one of the earliest epoch, then
  * the smallest id, routes them all: a shape's slot never moves when a later epoch pins another
  * site of that shape (it moves only if its site is demoted). */

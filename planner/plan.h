@@ -147,6 +147,13 @@ const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site)
 const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t count, int dtype,
                                                 int op);
 
+/* Whether a call of this shape could be pinned (a datatype and op the kernels take, at most
+ * max_bytes, a nonzero slot size) but no pinned site of p has it: a shape the plan has not caught
+ * up with. A pure function of the plan, the policy and the shape, so the same on every rank (the
+ * schedule closes a record early for such calls). false when p is NULL. */
+bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol,
+                                uint64_t count, int dtype, int op);
+
 /* The per-call decision: SYMMPIN_PLAN_PINNED (redirect into *entry's slot, *entry from
  * symmpin_plan_for_shape) or why not. A call on a stream ordinal other than the entry's planned
  * one gives SYMMPIN_PLAN_STREAM_OFF_PLAN: the slot used from two unordered streams would corrupt

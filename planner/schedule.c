@@ -19,18 +19,32 @@ static uint64_t interval(const symmpin_schedule *s) {
                                                        : SYMMPIN_AGREEMENT_CALLS + 1;
 }
 
-bool symmpin_schedule_call(symmpin_schedule *s, uint64_t n, uint64_t warmup_key) {
+/* The first call after the agreement that started at the last close. */
+static bool agreement_over(const symmpin_schedule *s, uint64_t n) {
+  return n > s->closed_at + SYMMPIN_AGREEMENT_CALLS;
+}
+
+bool symmpin_schedule_call(symmpin_schedule *s, uint64_t n, uint64_t warmup_key,
+                           bool shape_missing) {
+  s->early = false;
   if (!s->warm) {
     if (!symmpin_warmup_step(&s->warmup, warmup_key)) return false;
     /* The warm-up's record closes here; the next one an interval later if this epoch fails, and
      * two intervals later if it agrees (agreed() adds one more): time for sites that come after
      * the warm-up loop (another stream, a graph capture) to show up in one later record. */
     s->warm = true;
+    s->early_armed = true;
     symmpin_warmup_config cfg = {.calls = s->epochs.base};
     symmpin_epochs_init(&s->epochs, &cfg, n);
   } else if (!symmpin_epochs_due(&s->epochs, n)) {
-    return false;
+    /* Counted only once the agreement is over: the engine sees no calls during one, and the plan
+     * in force is then the same for the engine and the replay. */
+    if (!shape_missing || !s->early_armed || !agreement_over(s, n) ||
+        ++s->missing < SYMMPIN_SCHEDULE_EARLY_CALLS)
+      return false;
+    s->early = true;
   }
+  s->missing = 0;
   s->closed_at = n;
   s->realigned = false;
   return true;
@@ -51,12 +65,22 @@ bool symmpin_schedule_align(symmpin_schedule *s, const uint64_t *closes, int nra
 }
 
 void symmpin_schedule_agreed(symmpin_schedule *s, bool planned_new) {
-  symmpin_epochs_advance(&s->epochs, planned_new);
+  if (!s->early) {
+    symmpin_epochs_advance(&s->epochs, planned_new);
+    if (planned_new) s->early_armed = true;
+  } else if (planned_new) {
+    /* New sites: the interval starts over from here, as after any epoch that planned some. */
+    s->epochs.interval = s->epochs.base;
+    s->epochs.next = s->closed_at + s->epochs.interval;
+  } else {
+    s->early_armed = false; /* the missing shapes cannot be planned: wait for the regular epochs */
+  }
   if (s->epochs.next < s->closed_at + SYMMPIN_AGREEMENT_CALLS + 1)
     s->epochs.next = s->closed_at + SYMMPIN_AGREEMENT_CALLS + 1;
 }
 
 void symmpin_schedule_failed(symmpin_schedule *s) {
+  if (s->early) s->early_armed = false;
   /* Retry one interval after the close (the warm-up's close already points there). */
   if (!s->realigned && s->epochs.next <= s->closed_at) s->epochs.next = s->closed_at + interval(s);
   if (s->epochs.next < s->closed_at + SYMMPIN_AGREEMENT_CALLS + 1)

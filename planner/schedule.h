@@ -15,7 +15,14 @@
  *   failed    retried `interval` calls after the close (the same call on every rank, although
  *             ranks notice a failure at different calls);
  *   misaligned  ranks closed at different calls (their shapes differed during warm-up): the epoch
- *             fails, and every rank closes next at max(closes) + interval.
+ *             fails, and every rank closes next at max(closes) + interval;
+ *   early     once a plan exists, the SYMMPIN_SCHEDULE_EARLY_CALLS-th call since the last
+ *             agreement ended whose shape the plan lacks (symmpin_plan_shape_missing: the same on
+ *             every rank) closes the record at once: a program that moves to new shapes (other
+ *             token counts, another batch size) gets them planned within a few calls instead of
+ *             an interval of up to 512. An early epoch that plans nothing new disarms this rule
+ *             until a later epoch does, so shapes that cannot be planned never cost more than one
+ *             extra epoch.
  *
  * An agreement spans the closing call and the SYMMPIN_AGREEMENT_CALLS calls after it (its board
  * rounds are read at consecutive calls), so records never close closer together than that. */
@@ -37,21 +44,30 @@
  * (a record is posted as one board blob; planner/record.h sizes it). */
 #define SYMMPIN_RECORD_MAX_CALLS 16384
 
+/* Calls of shapes the plan lacks that close a record early (schedule "early" above). */
+#define SYMMPIN_SCHEDULE_EARLY_CALLS 8
+
 typedef struct symmpin_schedule {
   symmpin_warmup warmup;
   symmpin_epochs epochs;
   bool warm;          /* warm-up has ended */
   uint64_t closed_at; /* the call count that closed the last record; 0 = none yet */
   bool realigned;     /* the epoch in progress was found misaligned (the next close is set) */
+  bool early;         /* the epoch in progress closed early */
+  bool early_armed;   /* the early rule may close a record */
+  uint32_t missing;   /* calls of shapes the plan lacks since the last agreement ended */
 } symmpin_schedule;
 
 symmpin_status symmpin_schedule_init(symmpin_schedule *s, const symmpin_warmup_config *cfg);
 void symmpin_schedule_free(symmpin_schedule *s);
 
-/* Call n of the communicator (n = 1, 2, ...; every call, in order) with its warm-up key
- * (symmpin_warmup_key). True if this call closes the rank's record: an agreement starts here. The
- * caller must not start another agreement before this one ended (agreed() or failed()). */
-bool symmpin_schedule_call(symmpin_schedule *s, uint64_t n, uint64_t warmup_key);
+/* Call n of the communicator (n = 1, 2, ...; every call, in order, at least those after the
+ * agreement in progress) with its warm-up key (symmpin_warmup_key) and whether the plan in force
+ * lacks its shape (symmpin_plan_shape_missing). True if this call closes the rank's record: an
+ * agreement starts here. The caller must not start another agreement before this one ended
+ * (agreed() or failed()). */
+bool symmpin_schedule_call(symmpin_schedule *s, uint64_t n, uint64_t warmup_key,
+                           bool shape_missing);
 
 /* The ranks' closing calls of the epoch in progress (closes[r] for rank r, as posted). True if they
  * are all equal; otherwise the epoch cannot agree and the next close is max + interval. */

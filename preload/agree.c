@@ -301,6 +301,20 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   a->phase = PHASE_RECORD_POSTED;
 }
 
+/* What this communicator's plans are made with: the same on every rank. */
+static symmpin_plan_policy plan_policy(const symmpin_agree *a) {
+  return (symmpin_plan_policy){
+      .mode = a->p.mode,
+      .max_bytes = a->p.max_bytes,
+      .capture_bytes = a->p.capture_bytes,
+      .alignment = SYMMPIN_PLAN_ALIGNMENT,
+      .slot_bytes = symmpin_agree_kernels.slot_bytes,
+      .supports = symmpin_agree_kernels.supports,
+      .ctx = symmpin_agree_kernels.ctx,
+      .nranks = a->p.nranks,
+  };
+}
+
 /* Next call: read every record, make the plan, reserve the pool, post round 3e. */
 static void epoch_plan(symmpin_agree *a, bool capturing) {
   uint32_t round = ROUND_RECORD(a->epoch);
@@ -338,16 +352,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
                  (unsigned long long)closes[a->p.rank]);
   plan_blob pb = {0};
   if (aligned && !any_capturing) {
-    symmpin_plan_policy pol = {
-        .mode = a->p.mode,
-        .max_bytes = a->p.max_bytes,
-        .capture_bytes = a->p.capture_bytes,
-        .alignment = SYMMPIN_PLAN_ALIGNMENT,
-        .slot_bytes = symmpin_agree_kernels.slot_bytes,
-        .supports = symmpin_agree_kernels.supports,
-        .ctx = symmpin_agree_kernels.ctx,
-        .nranks = nranks,
-    };
+    symmpin_plan_policy pol = plan_policy(a);
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
         a->p.ops.reserve(a->p.ops.ctx, a->candidate->pool_bytes, pb.export_rec) == SYMMPIN_OK) {
       pb.digest = a->candidate->digest;
@@ -449,11 +454,15 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
     (void)symmpin_record_append(&a->record, &c, call->group_token);
   }
   switch (a->phase) {
-  case PHASE_IDLE:
+  case PHASE_IDLE: {
+    symmpin_plan_policy pol = plan_policy(a);
+    bool missing = symmpin_plan_shape_missing(a->plan, &pol, call->count, call->dtype, call->op);
     if (symmpin_schedule_call(&a->sched, n,
-                              symmpin_warmup_key(a->p.comm, call->count, call->dtype, call->op)))
+                              symmpin_warmup_key(a->p.comm, call->count, call->dtype, call->op),
+                              missing))
       epoch_start(a, n, call->capturing);
     return false;
+  }
   case PHASE_RECORD_POSTED: epoch_plan(a, call->capturing); return false;
   case PHASE_PLAN_POSTED: epoch_attach(a, call->capturing); return false;
   case PHASE_ATTACH_POSTED: return epoch_decide(a, call->capturing);

@@ -8,7 +8,7 @@
 /* Feed calls from *n on with a period-4 loop of shapes; the first call that closes, or 0. */
 static uint64_t run_to_close(symmpin_schedule *s, uint64_t *n, uint64_t limit) {
   for (; *n <= limit; (*n)++)
-    if (symmpin_schedule_call(s, *n, 0x100 + *n % 4)) return (*n)++;
+    if (symmpin_schedule_call(s, *n, 0x100 + *n % 4, false)) return (*n)++;
   return 0;
 }
 
@@ -78,5 +78,56 @@ Test(schedule, records_never_close_while_an_agreement_runs) {
                   (unsigned long long)next, (unsigned long long)prev);
     prev = next;
   }
+  symmpin_schedule_free(&s);
+}
+
+/* Feed calls from *n on, the calls in [missing_from, missing_to) of a shape the plan lacks; the
+ * first call that closes, or 0. */
+static uint64_t run_missing(symmpin_schedule *s, uint64_t *n, uint64_t limit, uint64_t from,
+                            uint64_t to) {
+  for (; *n <= limit; (*n)++)
+    if (symmpin_schedule_call(s, *n, 0x100 + *n % 4, *n >= from && *n < to)) return (*n)++;
+  return 0;
+}
+
+/* After the first plan, calls of a shape it lacks close the record at the 8th such call (counted
+ * once the agreement in progress is over), not at the next regular close; an early epoch that
+ * plans nothing new disarms the rule (such shapes cannot be planned) until a regular epoch plans
+ * something new. */
+Test(schedule, calls_of_a_shape_the_plan_lacks_close_the_record_early) {
+  symmpin_schedule s;
+  open_schedule(&s, B);
+  uint64_t n = 1;
+  uint64_t w = run_to_close(&s, &n, 1000);
+  symmpin_schedule_agreed(&s, true); /* regular next: w + 2B */
+  /* missing from w + 1 on: the calls up to w + 3 belong to the agreement and do not count */
+  uint64_t e = run_missing(&s, &n, 1000, w + 1, 1000);
+  cr_assert_eq(e, w + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS, "early close at %lu", (unsigned long)e);
+  cr_assert_lt(e, w + 2 * B);
+  symmpin_schedule_agreed(&s, true); /* it planned the new shape: one interval from here */
+  cr_assert_eq(run_to_close(&s, &n, 1000), e + B);
+  symmpin_schedule_agreed(&s, false);
+  uint64_t e2 = run_missing(&s, &n, 1000, n, 1000);
+  cr_assert_eq(e2, e + B + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS);
+  symmpin_schedule_agreed(&s, false); /* nothing new: disarmed, the regular close comes */
+  uint64_t r = run_missing(&s, &n, 2000, n, 2000);
+  cr_assert_eq(r, e + B + 2 * B, "the regular close (interval doubled), not an early one: %lu",
+               (unsigned long)r);
+  symmpin_schedule_agreed(&s, true); /* a regular epoch planned something: armed again */
+  cr_assert_eq(run_missing(&s, &n, 3000, n, 3000), r + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS);
+  symmpin_schedule_free(&s);
+}
+
+/* A failed early epoch disarms it too (a capture at the close, say): the regular schedule goes on. */
+Test(schedule, a_failed_early_epoch_disarms_the_early_rule) {
+  symmpin_schedule s;
+  open_schedule(&s, B);
+  uint64_t n = 1;
+  uint64_t w = run_to_close(&s, &n, 1000);
+  symmpin_schedule_agreed(&s, true);
+  uint64_t e = run_missing(&s, &n, 1000, w + 1, 1000);
+  cr_assert_eq(e, w + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS);
+  symmpin_schedule_failed(&s);
+  cr_assert_eq(run_missing(&s, &n, 1000, n, 1000), w + 2 * B, "the regular close");
   symmpin_schedule_free(&s);
 }
