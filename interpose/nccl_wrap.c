@@ -270,10 +270,13 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupEnd(void) {
   if (!real) return SYMMPIN_NCCL_MISSING;
   if (symmpin_wrap_bypass()) return real();
   symmpin_guard_enter();
+  /* symmpin's calls of the group first (what a failure would be reported with, once NCCL ran its
+   * own: the peers take part in those). */
+  int mine = symmpin_event_group_flush();
   ncclResult_t rc = real();
   symmpin_event_group_end(rc);
   symmpin_guard_leave();
-  return rc;
+  return rc == ncclSuccess && mine ? (ncclResult_t)mine : rc;
 }
 
 SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,

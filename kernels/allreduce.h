@@ -114,6 +114,18 @@ const char *symmpin_kernel_slot_class_name(int slot_class);
  * count == 0 returns SYMMPIN_OK without launching (every rank skips alike). */
 symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stream);
 
+/* The most calls one group launch takes. */
+#define SYMMPIN_KERNEL_GROUP_MAX 16
+
+/* Enqueue n calls (1 <= n <= SYMMPIN_KERNEL_GROUP_MAX) as ONE kernel launch on `stream`, as
+ * NCCL runs an ncclGroupStart/End: every call staged, all of one datatype and one op, each on its
+ * own slot (no two calls' slots overlap: the calls run at the same time; each slot's calls stay
+ * ordered, as for symmpin_kernel_launch). Each call's result is bitwise what its own launch gives.
+ * Every rank must make the same group. Calls with count 0 are left out. Refuses (launching
+ * nothing) what symmpin_kernel_launch refuses, and mixed datatypes, ops or input forms, and
+ * overlapping slots (SYMMPIN_ERR_INVALID). */
+symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n, void *stream);
+
 /* Whether the kernels can run on the current CUDA device: the library carries code for the GPU
  * generations it was built for (meson options gpu_archs, gpu_ptx) and no other. SYMMPIN_ERR_UNSUPPORTED (with
  * the reason in why) for any other GPU: the caller keeps every call on NCCL instead of launching

@@ -420,18 +420,19 @@ __device__ __forceinline__ void griddep_wait() {}
 __device__ __forceinline__ void griddep_launch_dependents() {}
 #endif
 
-template <class D, int OP>
-__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
-  griddep_wait();
+/* The epoch of this call on this block: the slot's next one. Read by every thread before any
+ * advances it (epochs_advance begins with a barrier). */
+__device__ __forceinline__ uint32_t call_seq(const Params &P) {
+  return symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
+}
+
+/* LL, push: my lines into every rank's slot (mine included), region of source rank P.rank. */
+__device__ __forceinline__ void ll_push(const Params &P, uint32_t seq) {
   const int n = P.nranks;
   const size_t L = P.units;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
-  const uint32_t seq = symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
   const unsigned parity = seq & 1;
-  char *own = P.slot[P.rank] + kHeader;
-
-  /* Push: my lines into every rank's slot (mine included), region of source rank P.rank. */
   for (size_t l = first; l < L; l += stride) {
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
     size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
@@ -443,9 +444,18 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(cons
     for (int s = 0; s < kMaxRanks; s++)
       if (s < n) st_volatile_v4(P.slot[s] + kHeader + u * SYMMPIN_ONESHOT_UNIT_BYTES, line);
   }
+}
 
-  /* Wait for every rank's line of this epoch, then reduce in rank order. The same thread pushed
-   * these input bytes above, so in-place (recv == send) is safe. */
+/* LL, then: wait for every rank's line of this epoch and reduce in rank order. The same thread
+ * pushed these input bytes (ll_push, same grid), so in place (recv == send) is safe. */
+template <class D, int OP>
+__device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq) {
+  const int n = P.nranks;
+  const size_t L = P.units;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const unsigned parity = seq & 1;
+  const char *own = P.slot[P.rank] + kHeader;
   for (size_t l = first; l < L; l += stride) {
     uint32_t in[kMaxRanks][2];
     unsigned pending = (1u << n) - 1;
@@ -475,6 +485,14 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(cons
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
     store_user<8>(P.recv + off, P.bytes - off < 8 ? P.bytes - off : 8, out);
   }
+}
+
+template <class D, int OP>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
+  griddep_wait();
+  const uint32_t seq = call_seq(P);
+  ll_push(P, seq);
+  ll_reduce<D, OP>(P, seq);
   griddep_launch_dependents();
   epochs_advance(P, seq);
 }
@@ -494,6 +512,42 @@ __device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, ui
   reduce_packs<D, OP, 16>(in, P.nranks, out);
 }
 
+/* COPY, copy-in into this parity's staging units. Each block copies exactly the units it (and the
+ * same block on every peer) reduces later, so only a per-block barrier is needed. */
+__device__ __forceinline__ void copy_in(const Params &P, uint32_t seq) {
+  const size_t V = P.units;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const unsigned parity = seq & 1;
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  for (size_t v = first; v < V; v += stride) {
+    size_t off = v * U;
+    uint32_t w[4];
+    load_user<16>(P.send + off, P.bytes - off < U ? P.bytes - off : U, w);
+    *(uint4 *)(P.slot[P.rank] + kHeader + symmpin_oneshot_unit_index(v, parity) * U) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+/* COPY, then: the start barrier and the reduction. No end barrier: the next call stages into the
+ * other parity, and the call after that runs only after its own start barrier proved every peer
+ * finished this call (docs/kernels.md). */
+template <class D, int OP>
+__device__ __forceinline__ void copy_reduce(const Params &P, uint32_t seq, int *abort_flag) {
+  const size_t V = P.units;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const unsigned parity = seq & 1;
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  if (!barrier(P, seq, abort_flag)) return;
+  for (size_t v = first; v < V; v += stride) {
+    uint32_t out[4];
+    reduce_unit<D, OP>(P, symmpin_oneshot_unit_index(v, parity) * U, out);
+    size_t off = v * U;
+    store_user<16>(P.recv + off, P.bytes - off < U ? P.bytes - off : U, out);
+  }
+}
+
 template <class D, int OP, bool kInSlot>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(const Params P) {
   __shared__ int abort_flag;
@@ -501,30 +555,12 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
   const size_t V = P.units;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
-  uint32_t seq = symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
-  const unsigned parity = seq & 1;
+  uint32_t seq = call_seq(P);
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
 
   if constexpr (!kInSlot) {
-    /* Copy-in into this parity's staging units. Each block copies exactly the units it (and the
-     * same block on every peer) reduces later, so only a per-block barrier is needed. */
-    for (size_t v = first; v < V; v += stride) {
-      size_t off = v * U;
-      uint32_t w[4];
-      load_user<16>(P.send + off, P.bytes - off < U ? P.bytes - off : U, w);
-      *(uint4 *)(P.slot[P.rank] + kHeader + symmpin_oneshot_unit_index(v, parity) * U) =
-          make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    if (barrier(P, seq, &abort_flag)) {
-      for (size_t v = first; v < V; v += stride) {
-        uint32_t out[4];
-        reduce_unit<D, OP>(P, symmpin_oneshot_unit_index(v, parity) * U, out);
-        size_t off = v * U;
-        store_user<16>(P.recv + off, P.bytes - off < U ? P.bytes - off : U, out);
-      }
-    }
-    /* No end barrier: the next call stages into the other parity, and the call after that runs
-     * only after its own start barrier proved every peer finished this call (docs/kernels.md). */
+    copy_in(P, seq);
+    copy_reduce<D, OP>(P, seq, &abort_flag);
   } else if (!P.inplace_slot) {
     bool ok = barrier(P, seq, &abort_flag);
     if (ok) {
@@ -564,26 +600,76 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
   epochs_advance(P, seq);
 }
 
+/* ---- groups: several staged calls, each on its own slot, in one launch ---- */
+
+constexpr int kGroupMax = SYMMPIN_KERNEL_GROUP_MAX;
+
+struct GroupParams {
+  Params call[kGroupMax];
+  unsigned char algo[kGroupMax]; /* SYMMPIN_ALGO_ONESHOT_LL or _COPY */
+  int n;
+};
+static_assert(sizeof(GroupParams) <= 4096, "kernel parameters are limited to 4 KiB");
+
+/* Every block takes its share of every call, as it would in that call's own launch with this
+ * grid: the same units, the same epochs and barrier flags of the call's slot, the same
+ * arithmetic, so the same bits. First every call's push or copy-in, then every call's waits and
+ * reductions, so the calls' round trips to the peers overlap. The calls' slots are disjoint, and
+ * every rank makes the same group, so block b of one rank waits only for block b of its peers,
+ * call by call in the same order: no wait that separate launches would not have. */
+template <class D, int OP>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) group_kernel(const GroupParams G) {
+  __shared__ int abort_flag;
+  if (threadIdx.x == 0) abort_flag = 0;
+  griddep_wait();
+  uint32_t seq[kGroupMax];
+  for (int i = 0; i < G.n; i++) seq[i] = call_seq(G.call[i]);
+  for (int i = 0; i < G.n; i++) {
+    if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
+      ll_push(G.call[i], seq[i]);
+    else
+      copy_in(G.call[i], seq[i]);
+  }
+  for (int i = 0; i < G.n; i++) {
+    if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
+      ll_reduce<D, OP>(G.call[i], seq[i]);
+    else
+      copy_reduce<D, OP>(G.call[i], seq[i], &abort_flag);
+  }
+  griddep_launch_dependents();
+  for (int i = 0; i < G.n; i++) epochs_advance(G.call[i], seq[i]);
+}
+
 /* ---- dispatch: from (datatype, op, algorithm) values to a kernel ---- */
 
 using KernelFn = void (*)(Params);
+using GroupFn = void (*)(GroupParams);
 
-template <class D, int OP> KernelFn pick_algo(int algo) {
-  switch (algo) {
-  case SYMMPIN_ALGO_ONESHOT_LL: return ll_kernel<D, OP>;
-  case SYMMPIN_ALGO_ONESHOT_COPY: return bar_kernel<D, OP, false>;
-  case SYMMPIN_ALGO_ONESHOT_IN_SLOT: return bar_kernel<D, OP, true>;
+/* What the dispatch below picks, for a kernel type D and an op: one call's kernel by algorithm,
+ * or the group kernel. */
+struct CallKernel {
+  using Fn = KernelFn;
+  template <class D, int OP> static Fn get(int algo) {
+    switch (algo) {
+    case SYMMPIN_ALGO_ONESHOT_LL: return ll_kernel<D, OP>;
+    case SYMMPIN_ALGO_ONESHOT_COPY: return bar_kernel<D, OP, false>;
+    case SYMMPIN_ALGO_ONESHOT_IN_SLOT: return bar_kernel<D, OP, true>;
+    }
+    return nullptr;
   }
-  return nullptr;
-}
+};
+struct GroupKernel {
+  using Fn = GroupFn;
+  template <class D, int OP> static Fn get(int) { return group_kernel<D, OP>; }
+};
 
 /* Expanded from common/types.h's op list: an op without arithmetic here has no case that could
  * instantiate Red for it. */
-template <class D> KernelFn pick_op(int op, int algo) {
+template <class K, class D> typename K::Fn pick_op(int op, int algo) {
   switch (op) {
 #define SYMMPIN_X(NAME, value, str)                                                                \
   case value:                                                                                      \
-    if constexpr (kHasArithmetic<value>) return pick_algo<D, value>(algo);                         \
+    if constexpr (kHasArithmetic<value>) return K::template get<D, value>(algo);                   \
     return nullptr;
     SYMMPIN_OPS(SYMMPIN_X)
 #undef SYMMPIN_X
@@ -591,21 +677,25 @@ template <class D> KernelFn pick_op(int op, int algo) {
   return nullptr;
 }
 
-template <int DTYPE> KernelFn pick_dtype(int op, int algo) {
-  if constexpr (kHasKernelType<DTYPE>) return pick_op<typename KernelType<DTYPE>::type>(op, algo);
+template <class K, int DTYPE> typename K::Fn pick_dtype(int op, int algo) {
+  if constexpr (kHasKernelType<DTYPE>)
+    return pick_op<K, typename KernelType<DTYPE>::type>(op, algo);
   return nullptr;
 }
 
 /* Expanded from common/types.h's datatype list, like supports()'s table (kernels/select.h). */
-KernelFn pick_kernel(int dtype, int op, int algo) {
+template <class K> typename K::Fn pick(int dtype, int op, int algo) {
   switch (dtype) {
 #define SYMMPIN_X(NAME, value, str, bytes)                                                         \
-  case value: return pick_dtype<value>(op, algo);
+  case value: return pick_dtype<K, value>(op, algo);
     SYMMPIN_DTYPES(SYMMPIN_X)
 #undef SYMMPIN_X
   }
   return nullptr;
 }
+
+KernelFn pick_kernel(int dtype, int op, int algo) { return pick<CallKernel>(dtype, op, algo); }
+GroupFn pick_group(int dtype, int op) { return pick<GroupKernel>(dtype, op, 0); }
 
 bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
   uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
@@ -673,7 +763,13 @@ extern "C" symmpin_status symmpin_kernel_device_check(char *why, size_t why_len)
                                    has_code ? NULL : cudaGetErrorString(d.err), why, why_len);
 }
 
-extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream) {
+namespace {
+
+/* Check one call and fill its kernel parameters, algorithm and geometry. Every refusal is logged
+ * here, once, where it starts (the caller only falls back). SYMMPIN_OK with g->blocks == 0: count
+ * 0, nothing to launch. */
+symmpin_status prepare(const symmpin_kernel_call *c, Params *P, symmpin_kernel_algo *algo,
+                       symmpin_kernel_geometry *g) {
   if (!c || c->nranks < 1 || c->nranks > SYMMPIN_KERNEL_MAX_RANKS || c->rank < 0 ||
       c->rank >= c->nranks ||
       (c->input != SYMMPIN_INPUT_STAGED && c->input != SYMMPIN_INPUT_IN_SLOT)) {
@@ -688,6 +784,7 @@ extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, vo
     SYMMPIN_WARN("all-reduce kernel: datatype %d / op %d not supported", c->dtype, c->op);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
+  *g = symmpin_kernel_geometry{0, 0};
   if (c->count == 0) return SYMMPIN_OK; /* nothing to reduce; every rank skips alike */
   size_t need = symmpin_kernel_slot_bytes(c->count, c->dtype, c->nranks, c->input);
   if (need == 0) {
@@ -729,29 +826,32 @@ extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, vo
     inplace_slot = 1;
   }
 
-  symmpin_kernel_algo algo = symmpin_kernel_algo_for(c->count, c->dtype, c->nranks, c->input);
-  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(c->count, c->dtype, c->nranks, c->input);
-  KernelFn fn = pick_kernel(c->dtype, c->op, algo);
-  if (!fn || g.blocks == 0) {
+  *algo = symmpin_kernel_algo_for(c->count, c->dtype, c->nranks, c->input);
+  *g = symmpin_kernel_geometry_for(c->count, c->dtype, c->nranks, c->input);
+  if (!pick_kernel(c->dtype, c->op, *algo) || g->blocks == 0) {
     SYMMPIN_WARN("all-reduce kernel: no kernel for dtype %d op %d (algorithm %d)", c->dtype, c->op,
-                 (int)algo);
+                 (int)*algo);
     return SYMMPIN_ERR_INTERNAL;
   }
-
-  Params P;
   for (int r = 0; r < SYMMPIN_KERNEL_MAX_RANKS; r++)
-    P.slot[r] = r < c->nranks ? (char *)c->slot[r] : nullptr;
-  P.send = (const char *)c->send;
-  P.recv = (char *)c->recv;
-  P.bytes = bytes;
-  P.units = symmpin_oneshot_units(c->count, c->dtype, algo);
-  P.rank = c->rank;
-  P.nranks = c->nranks;
-  P.inplace_slot = inplace_slot;
-  P.site = c->site;
-  P.timeout = c->timeout_cycles;
-  P.error = c->error;
+    P->slot[r] = r < c->nranks ? (char *)c->slot[r] : nullptr;
+  P->send = (const char *)c->send;
+  P->recv = (char *)c->recv;
+  P->bytes = bytes;
+  P->units = symmpin_oneshot_units(c->count, c->dtype, *algo);
+  P->rank = c->rank;
+  P->nranks = c->nranks;
+  P->inplace_slot = inplace_slot;
+  P->site = c->site;
+  P->timeout = c->timeout_cycles;
+  P->error = c->error;
+  return SYMMPIN_OK;
+}
 
+/* Launch fn(args) on the call's stream; with programmatic dependent launch when asked and the GPU
+ * has it (see griddep_wait()). */
+template <typename Fn, typename Arg>
+symmpin_status launch_on(Fn fn, const Arg &args, symmpin_kernel_geometry g, void *stream, bool pdl_wanted) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(g.blocks);
   cfg.blockDim = dim3(g.threads);
@@ -759,15 +859,63 @@ extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, vo
   cudaLaunchAttribute pdl[1];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  /* The latency-bound algorithm, where the GPU and its code have it: see griddep_wait(). */
-  if (algo == SYMMPIN_ALGO_ONESHOT_LL && pdl_on_current_device()) {
+  if (pdl_wanted && pdl_on_current_device()) {
     cfg.attrs = pdl;
     cfg.numAttrs = 1;
   }
-  cudaError_t e = cudaLaunchKernelEx(&cfg, fn, P);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, fn, args);
   if (e != cudaSuccess) {
     SYMMPIN_WARN("all-reduce kernel: launch failed: %s", cudaGetErrorString(e));
     return SYMMPIN_ERR_CUDA;
   }
   return SYMMPIN_OK;
+}
+
+} // namespace
+
+extern "C" symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream) {
+  Params P;
+  symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
+  symmpin_kernel_geometry g;
+  symmpin_status st = prepare(c, &P, &algo, &g);
+  if (st != SYMMPIN_OK || g.blocks == 0) return st;
+  /* The latency-bound algorithm takes programmatic dependent launch: see griddep_wait(). */
+  return launch_on(pick_kernel(c->dtype, c->op, algo), P, g, stream,
+                   algo == SYMMPIN_ALGO_ONESHOT_LL);
+}
+
+extern "C" symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n,
+                                                      void *stream) {
+  if (!calls || n < 1 || n > SYMMPIN_KERNEL_GROUP_MAX) {
+    SYMMPIN_WARN("all-reduce kernel: bad group of %d calls", n);
+    return SYMMPIN_ERR_INVALID;
+  }
+  GroupParams G;
+  G.n = 0;
+  symmpin_kernel_geometry grid = {0, 0};
+  for (int i = 0; i < n; i++) {
+    const symmpin_kernel_call *c = &calls[i];
+    if (c->dtype != calls[0].dtype || c->op != calls[0].op || c->input != SYMMPIN_INPUT_STAGED) {
+      SYMMPIN_WARN("all-reduce kernel: a group mixes datatypes, ops or input forms");
+      return SYMMPIN_ERR_INVALID;
+    }
+    for (int j = 0; j < i; j++)
+      if (overlaps(c->slot[c->rank], c->slot_bytes, calls[j].slot[calls[j].rank],
+                   calls[j].slot_bytes)) {
+        SYMMPIN_WARN("all-reduce kernel: calls %d and %d of a group share slot bytes", j, i);
+        return SYMMPIN_ERR_INVALID;
+      }
+    symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
+    symmpin_kernel_geometry g;
+    symmpin_status st = prepare(c, &G.call[G.n], &algo, &g);
+    if (st != SYMMPIN_OK) return st;
+    if (g.blocks == 0) continue; /* count 0 */
+    G.algo[G.n++] = (unsigned char)algo;
+    /* One grid for all: the most blocks and threads any call has (a call's units are shared
+     * among whatever grid runs it; its epochs stay equal for any block count). */
+    if (g.blocks > grid.blocks) grid.blocks = g.blocks;
+    if (g.threads > grid.threads) grid.threads = g.threads;
+  }
+  if (G.n == 0) return SYMMPIN_OK;
+  return launch_on(pick_group(calls[0].dtype, calls[0].op), G, grid, stream, true);
 }

@@ -105,6 +105,21 @@ typedef struct capture_lane {
   uint64_t offset, bytes;
 } capture_lane;
 
+/* Calls of one ncclGroupStart/End held for one launch (symmpin_kernel_launch_group) at the
+ * group's end: one stream, datatype, op and capture state, each call on its own slot. A call that
+ * does not fit launches what is held first; the launches keep the calls' order. */
+typedef struct group_batch {
+  int n;
+  void *stream;
+  int stream_ord;
+  bool capturing;
+  int dtype, op;
+  pthread_t owner;                 /* the thread whose group it is */
+  uint64_t first_call;             /* the communicator call index of calls[0] (for logs) */
+  symmpin_kernel_call calls[SYMMPIN_KERNEL_GROUP_MAX];
+  uint64_t offsets[SYMMPIN_KERNEL_GROUP_MAX];
+} group_batch;
+
 struct symmpin_engine_comm {
   symmpin_agree *agree;      /* NULL when setup failed (then off_reason says why) */
   symmpin_reason off_reason;
@@ -118,6 +133,7 @@ struct symmpin_engine_comm {
   unsigned lane_next;        /* the lane a new capture stream takes */
   uint64_t capture_used;     /* bytes of the arena handed out (never returned: graphs live on) */
   bool capture_full_logged;
+  group_batch batch;         /* calls held for one launch at the group's end */
   /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
   void *first_stream;
@@ -570,41 +586,124 @@ static symmpin_reason capture_route(symmpin_comm *c, struct symmpin_engine_comm 
 
 /* ---- the launch ---- */
 
-/* Enqueue the kernel for `slot` on the call's stream. An eager call is ordered after the latest
- * eager kernel on the same slot when that ran on another stream, and leaves its own event for
- * the next one; a captured call uses an arena slot no other work touches and needs neither. */
-static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
-                   const symmpin_plan_site *slot) {
+/* The kernels' view of a call on `slot`; false if a rank's slot is not mapped. */
+static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
+                           const symmpin_engine_call *ec, const symmpin_plan_site *slot,
+                           symmpin_kernel_call *k) {
   const symmpin_allreduce_call *a = ec->call;
-  symmpin_kernel_call k = {
+  *k = (symmpin_kernel_call){
       .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
       .send = a->send, .recv = a->recv, .count = a->count, .dtype = a->dtype, .op = a->op,
       .input = SYMMPIN_INPUT_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
       .error = e->err_dev,
   };
   for (int r = 0; r < c->nranks; r++) {
-    k.slot[r] = symmpin_pool_addr(e->pool, r, slot->offset);
-    if (!k.slot[r]) return false;
+    k->slot[r] = symmpin_pool_addr(e->pool, r, slot->offset);
+    if (!k->slot[r]) return false;
   }
+  return true;
+}
+
+/* Enqueue n calls (one launch; n > 1: a group) on `stream`, the communicator's device current.
+ * Eager calls are ordered after the latest eager kernel on each of their slots when that ran on
+ * another stream, and leave their slots' events for the next; captured calls use arena slots no
+ * other work touches and need neither. `timed`: the call to time if it is sampled (NULL: none). */
+static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
+                           const symmpin_kernel_call *k, const uint64_t *offsets, int n,
+                           void *stream, int ord, bool capturing, const symmpin_engine_call *timed) {
+  cudaStream_t s = (cudaStream_t)stream;
+  slot_order *so[SYMMPIN_KERNEL_GROUP_MAX] = {0};
+  bool ok = true;
+  for (int i = 0; ok && i < n && !capturing; i++) {
+    so[i] = order_of(e, offsets[i]);
+    /* An unknown ordinal (-1) may be any stream: wait. */
+    if (!so[i])
+      ok = false;
+    else if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
+      ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
+  }
+  int timing = ok && timed ? timing_start(c, e, timed, true) : -1;
+  ok = ok && (n == 1 ? symmpin_kernel_launch(k, stream)
+                     : symmpin_kernel_launch_group(k, n, stream)) == SYMMPIN_OK;
+  timing_end(e, timing, stream, ok);
+  for (int i = 0; ok && i < n && !capturing; i++) {
+    ok = cudaEventRecord(so[i]->done, s) == cudaSuccess;
+    so[i]->last_ord = ord;
+  }
+  if (!ok) cudaGetLastError();
+  return ok;
+}
+
+/* Switch to the communicator's device for the duration of a launch. */
+static int device_enter(symmpin_comm *c) {
   int cur = -1;
   cudaGetDevice(&cur);
   if (cur != c->device) cudaSetDevice(c->device);
-  cudaStream_t stream = (cudaStream_t)a->stream;
-  slot_order *so = ec->capturing ? NULL : order_of(e, slot->offset);
-  bool ok = ec->capturing || so != NULL;
-  /* An unknown ordinal (-1) may be any stream: wait. */
-  if (ok && so && so->last_ord != NO_KERNEL_YET && (so->last_ord != ec->stream_ord || ec->stream_ord < 0))
-    ok = cudaStreamWaitEvent(stream, so->done, 0) == cudaSuccess;
-  int timing = ok ? timing_start(c, e, ec, true) : -1;
-  ok = ok && symmpin_kernel_launch(&k, stream) == SYMMPIN_OK;
-  timing_end(e, timing, stream, ok);
-  if (ok && so) {
-    ok = cudaEventRecord(so->done, stream) == cudaSuccess;
-    so->last_ord = ec->stream_ord;
-  }
-  if (!ok) cudaGetLastError();
+  return cur;
+}
+
+static void device_leave(symmpin_comm *c, int cur) {
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
+}
+
+/* One call, now. */
+static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
+                   const symmpin_plan_site *slot) {
+  symmpin_kernel_call k;
+  if (!kernel_call_of(c, e, ec, slot, &k)) return false;
+  int cur = device_enter(c);
+  bool ok = launch_ordered(c, e, &k, &slot->offset, 1, ec->call->stream, ec->stream_ord,
+                           ec->capturing, ec);
+  device_leave(c, cur);
   return ok;
+}
+
+/* Launch the calls held for the group (nothing if none). */
+static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
+  group_batch *b = &e->batch;
+  if (b->n == 0) return true;
+  int cur = device_enter(c);
+  bool ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord,
+                           b->capturing, NULL);
+  device_leave(c, cur);
+  if (!ok)
+    SYMMPIN_WARN("comm %d rank %d: launching the %d all-reduce(s) of a group from call %llu "
+                 "failed", c->ordinal, c->rank, b->n, (unsigned long long)b->first_call);
+  b->n = 0;
+  return ok;
+}
+
+/* Hold call n for the group's launch, launching what is held first if it cannot join it. */
+static bool batch_add(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
+                      const symmpin_plan_site *slot, uint64_t n) {
+  const symmpin_allreduce_call *a = ec->call;
+  group_batch *b = &e->batch;
+  symmpin_kernel_call k;
+  if (!kernel_call_of(c, e, ec, slot, &k)) return false;
+  bool joins = b->n > 0 && b->n < SYMMPIN_KERNEL_GROUP_MAX && b->stream == a->stream &&
+               b->stream_ord == ec->stream_ord && b->capturing == ec->capturing &&
+               b->dtype == a->dtype && b->op == a->op;
+  for (int i = 0; joins && i < b->n; i++) joins = b->offsets[i] != slot->offset;
+  if (!joins && !batch_flush(c, e)) return false;
+  if (b->n == 0)
+    *b = (group_batch){.stream = a->stream, .stream_ord = ec->stream_ord,
+                       .capturing = ec->capturing, .dtype = a->dtype, .op = a->op,
+                       .owner = pthread_self(), .first_call = n};
+  b->calls[b->n] = k;
+  b->offsets[b->n++] = slot->offset;
+  return true;
+}
+
+int symmpin_engine_group_flush(symmpin_comm *c) {
+  struct symmpin_engine_comm *e = c->engine;
+  if (!e || e->batch.n == 0) return 0;
+  uint64_t first = e->batch.first_call;
+  if (batch_flush(c, e)) return 0;
+  /* The peers run these calls: as for any failed launch, the communicator enters its error state
+   * and the alarm tells the peers, whose kernels then give up. */
+  if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_LAUNCH_FAILED, first);
+  enter_error(c, e, SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR);
+  return SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR;
 }
 
 bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
@@ -625,6 +724,15 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   }
   const symmpin_allreduce_call *a = ec->call;
   uint64_t n = c->allreduces;
+  ec->batched = false;
+  /* Calls held for a group's launch go first when a call outside that group comes (another
+   * thread, or no group): kernels on a slot must run in call order. */
+  if (e->batch.n && (ec->group_depth == 0 || !pthread_equal(e->batch.owner, pthread_self())) &&
+      symmpin_engine_group_flush(c) != 0) {
+    *rc = SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR;
+    *reason = SYMMPIN_REASON_ERROR;
+    return true;
+  }
   first_call_note(c, e, n, a, ec->capturing);
   e->capturing_now = ec->capturing;
   /* cudaEventQuery is "unsafe" during a capture: never from a capturing call, and in relaxed mode
@@ -679,7 +787,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     ec->timing = timing_start(c, e, ec, false);
     return false;
   }
-  if (fault_hits(c, FAULT_SKIP, n) || !launch(c, e, ec, slot)) {
+  bool hold = ec->group_depth > 0 && ec->may_batch;
+  if (fault_hits(c, FAULT_SKIP, n) ||
+      !(hold ? (ec->batched = batch_add(c, e, ec, slot, n)) : launch(c, e, ec, slot))) {
     /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. This rank
      * reports the failure (ncclUnhandledCudaError) and enters the error state, so it never
      * launches a later call on this slot that the peers' waiting kernels would take for this

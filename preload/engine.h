@@ -24,6 +24,9 @@ typedef struct symmpin_engine_call {
   unsigned long long capture_id; /* then the capture sequence's id (0 = unknown) */
   uint64_t send_alloc, recv_alloc; /* allocation ids (0 = unknown) */
   int timing;          /* set by the engine: a timing the NCCL call must end (-1 = none) */
+  bool may_batch;      /* in a group: the engine may hold the call for one launch at the group's
+                          end (the caller then calls symmpin_engine_group_flush for it) */
+  bool batched;        /* set by the engine: the call is held for that launch */
 } symmpin_engine_call;
 
 /* Decide and, if symmpin takes it, enqueue the all-reduce. Returns true when taken (*rc = the
@@ -31,6 +34,11 @@ typedef struct symmpin_engine_call {
  * the caller calls symmpin_engine_nccl_done after NCCL's call. */
 bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
                               symmpin_reason *reason);
+/* The outermost ncclGroupEnd of the thread that made c's batched calls: launch them (one kernel
+ * per stream and datatype). 0, or the ncclResult_t to report from ncclGroupEnd (the communicator
+ * is then in error: the peers run those calls). Caller holds c->lock. */
+int symmpin_engine_group_flush(symmpin_comm *c);
+
 /* NCCL has enqueued a call the engine is timing (SYMMPIN_MEASURE): end the timing (rc: NCCL's
  * result; an error drops it). Caller holds c->lock. */
 void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc);

@@ -67,10 +67,14 @@ void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc);
  * the wrapper reports when NCCL itself reports none. */
 int symmpin_event_comm_async_error(void *comm);
 
-/* Group depth per thread. symmpin launches its kernels at the call, also inside a group: the
- * calls of one group may not depend on each other, so launching early changes no result, and each
- * rank's kernel waits only for its peers' symmpin kernels, never for NCCL's. */
+/* Group depth per thread. Inside a group symmpin holds the calls it takes and launches them at the
+ * outermost ncclGroupEnd, as NCCL does, in one kernel per stream and datatype (each call keeps
+ * its slot and its bits); each rank's kernel waits only for its peers' symmpin kernels, never for
+ * NCCL's, so the order against NCCL's part of a mixed group does not matter. */
 void symmpin_event_group_start(int rc);
+/* Before the real ncclGroupEnd: at the outermost one, launch the calls held for the group. 0, or
+ * the ncclResult_t ncclGroupEnd must report (a launch failed: the communicator is in error). */
+int symmpin_event_group_flush(void);
 void symmpin_event_group_end(int rc);
 
 typedef struct symmpin_allreduce_call {

@@ -34,6 +34,12 @@ static __thread int group_depth __attribute__((tls_model("initial-exec")));
 /* Outermost groups this thread has opened: with the thread's address, a token that tells one
  * group's calls from the next group's (planner/record.h renumbers tokens per communicator). */
 static __thread uint64_t group_seq __attribute__((tls_model("initial-exec")));
+/* Communicators whose engine holds this thread's calls for its group's launch (each with a
+ * reference), launched at the outermost ncclGroupEnd. A call on a ninth communicator is launched
+ * at once instead. */
+#define GROUP_COMMS 8
+static __thread symmpin_comm *group_comms[GROUP_COMMS] __attribute__((tls_model("initial-exec")));
+static __thread int ngroup_comms __attribute__((tls_model("initial-exec")));
 
 /* State carried from symmpin_event_allreduce to its _result on the same thread. */
 typedef struct pending_allreduce {
@@ -101,6 +107,7 @@ void symmpin_preload_test_init(const symmpin_config *cfg) {
   atomic_store(&first_rank, -1);
   atomic_store(&exited, 0);
   group_depth = 0;
+  ngroup_comms = 0; /* their references went with the reset */
   symmpin_config_set_for_tests(cfg);
   init_from(symmpin_config_get());
 }
@@ -339,6 +346,37 @@ void symmpin_event_group_start(int rc) {
   group_trace(SYMMPIN_TRACE_GROUP_START, rc);
 }
 
+/* Whether cm holds calls of this thread's group, or could. */
+static bool group_may_hold(const symmpin_comm *cm) {
+  if (group_depth == 0) return false;
+  for (int i = 0; i < ngroup_comms; i++)
+    if (group_comms[i] == cm) return true;
+  return ngroup_comms < GROUP_COMMS;
+}
+
+static void group_note_held(symmpin_comm *cm) {
+  for (int i = 0; i < ngroup_comms; i++)
+    if (group_comms[i] == cm) return;
+  symmpin_comm *ref = symmpin_comm_acquire(cm->handle);
+  if (ref) group_comms[ngroup_comms++] = ref;
+}
+
+int symmpin_event_group_flush(void) {
+  if (!symmpin_events_enabled() || group_depth != 1) return 0; /* only the outermost end */
+  int rc = 0;
+  for (int i = 0; i < ngroup_comms; i++) {
+    symmpin_comm *cm = group_comms[i];
+    pthread_mutex_lock(&cm->lock);
+    /* An ended communicator dropped what it held with its engine state. */
+    int r = atomic_load(&cm->ended) ? 0 : symmpin_engine_group_flush(cm);
+    pthread_mutex_unlock(&cm->lock);
+    if (r && !rc) rc = r;
+    symmpin_comm_put(cm);
+  }
+  ngroup_comms = 0;
+  return rc;
+}
+
 void symmpin_event_group_end(int rc) {
   if (!symmpin_events_enabled()) return;
   /* NCCL leaves the group on any result (errors included). */
@@ -455,8 +493,10 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   cm->allreduces++;
   p->ec.stream_ord = symmpin_comm_stream_ordinal(cm, c->stream);
   symmpin_reason reason = SYMMPIN_REASON_ERROR;
+  p->ec.may_batch = group_may_hold(cm);
   bool taken = symmpin_engine_allreduce(cm, &p->ec, rc, &reason);
   pthread_mutex_unlock(&cm->lock);
+  if (taken && p->ec.batched) group_note_held(cm);
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
   if (taken) {
     allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);

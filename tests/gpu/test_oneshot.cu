@@ -11,7 +11,8 @@
  * non-zero data and poisoned outputs (bitwise equal across ranks, exact for integers, float64
  * reference with per-dtype tolerances for floats, guard bytes around outputs untouched);
  * back-to-back calls on one slot (LL, copy, in-slot, in place and not); CUDA-graph capture +
- * replays with new data (one call of each algorithm); two streams on different slots; the timeout
+ * replays with new data (one call of each algorithm); two streams on different slots; groups of
+ * up to 16 calls in one launch against the same calls launched one by one; the timeout
  * path of each algorithm (N-1 ranks launched).
  *
  * Usage: test_oneshot [N] [--small] [--seed S] (--help, --version). --small runs a tiny subset
@@ -246,7 +247,11 @@ static size_t g_buf_bytes;
 /* Slots: separate ones per test group (a slot used with in-slot input is never used staged:
  * different slot classes). */
 enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRAPH_LL, SLOT_GRAPH_IN_SLOT,
-       SLOT_GRAPH_COPY, SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY, SLOT_API, NSLOTS };
+       SLOT_GRAPH_COPY, SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY, SLOT_API,
+       /* two sets of group slots: 4-byte and 2-byte datatypes (a count's slot class, LL or copy,
+        * depends on its bytes; one slot keeps one class) */
+       SLOT_GROUP, SLOT_GROUP16 = SLOT_GROUP + SYMMPIN_KERNEL_GROUP_MAX,
+       NSLOTS = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
@@ -722,6 +727,129 @@ static void test_streams(int M) {
   fflush(stdout);
 }
 
+/* ---------------------------------------------------------------- groups */
+
+/* Counts of a group like a data-parallel step's gradient buckets (768 B to 1.2 MB in bf16), LL
+ * and copy sized, one empty call; the last calls of the largest group. */
+static const size_t kGroupCounts[SYMMPIN_KERNEL_GROUP_MAX] = {
+    384, 0, 1000, 4097, 20000, 65536, 131072, 131073, 200000, 300000, 600000, 777,
+    2048, 99999, 250001, 3};
+
+/* One round of a group of n calls (datatype d, op) on every rank: fresh random inputs, the group
+ * in one launch into outG, then the same calls one launch each (same slots, same stream) into
+ * outS. Results: the same bits on every rank, the same bits as the single launches, and right
+ * against the reference. */
+static bool group_round(int n, int d, int op, int round, std::vector<std::vector<char *>> &in,
+                        std::vector<std::vector<char *>> &outG, std::vector<std::vector<char *>> &outS) {
+  size_t sz = symmpin_dtype_size(d);
+  const int base = sz == 2 ? SLOT_GROUP16 : SLOT_GROUP;
+  std::vector<std::vector<std::vector<uint8_t>>> h(N, std::vector<std::vector<uint8_t>>(n));
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (int i = 0; i < n; i++) {
+      h[r][i].resize(kGroupCounts[i] * sz);
+      for (size_t e = 0; e < kGroupCounts[i]; e++) random_elem(d, &h[r][i][e * sz]);
+      if (kGroupCounts[i])
+        CK(cudaMemcpy(in[r][i], h[r][i].data(), kGroupCounts[i] * sz, cudaMemcpyHostToDevice));
+    }
+  }
+  sync_devices();
+  clear_errors();
+  bool ok = true;
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    symmpin_kernel_call calls[SYMMPIN_KERNEL_GROUP_MAX];
+    for (int i = 0; i < n; i++)
+      calls[i] = make_call(r, base + i, kGroupCounts[i], d, op, SYMMPIN_INPUT_STAGED, in[r][i],
+                           outG[r][i], 0x6000 + i);
+    ok &= symmpin_kernel_launch_group(calls, n, R[r].s[0]) == SYMMPIN_OK;
+    for (int i = 0; i < n; i++) {
+      calls[i].recv = outS[r][i];
+      ok &= symmpin_kernel_launch(&calls[i], R[r].s[0]) == SYMMPIN_OK;
+    }
+  }
+  sync_or_die("group");
+  char why[200];
+  bool good = check(ok, "group of %d (round %d): launches", n, round);
+  if (!check(errors_clear(why, sizeof why), "group of %d: %s", n, why)) return false;
+  std::vector<std::vector<std::vector<uint8_t>>> gG(N, std::vector<std::vector<uint8_t>>(n)),
+      gS(N, std::vector<std::vector<uint8_t>>(n));
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (int i = 0; i < n; i++) {
+      gG[r][i].resize(kGroupCounts[i] * sz);
+      gS[r][i].resize(kGroupCounts[i] * sz);
+      if (!kGroupCounts[i]) continue;
+      CK(cudaMemcpy(gG[r][i].data(), outG[r][i], kGroupCounts[i] * sz, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(gS[r][i].data(), outS[r][i], kGroupCounts[i] * sz, cudaMemcpyDeviceToHost));
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    bool same = true;
+    for (int r = 0; r < N; r++) same &= gG[r][i] == gG[0][i] && gG[r][i] == gS[r][i];
+    std::vector<const uint8_t *> ins(N);
+    for (int r = 0; r < N; r++) ins[r] = h[r][i].data();
+    long e = check_result(d, op, N, kGroupCounts[i], ins, gG[0][i].data(), why, sizeof why);
+    good &= check(same && e < 0, "group of %d (round %d) call %d (%zu elements): %s", n, round, i,
+                  kGroupCounts[i], same ? why : "not the same bits on every rank and alone");
+  }
+  return good;
+}
+
+/* Refusals of the group launch: nothing is launched. */
+static void test_group_api() {
+  set_dev(0);
+  symmpin_kernel_call c[3];
+  char *b = R[0].bufA + kGuard;
+  for (int i = 0; i < 3; i++)
+    c[i] = make_call(0, SLOT_GROUP + i, 100, SYMMPIN_FLOAT32, SYMMPIN_SUM, SYMMPIN_INPUT_STAGED, b, b, 1);
+  check(symmpin_kernel_launch_group(c, 0, R[0].s[0]) == SYMMPIN_ERR_INVALID, "group: empty");
+  check(symmpin_kernel_launch_group(c, SYMMPIN_KERNEL_GROUP_MAX + 1, R[0].s[0]) == SYMMPIN_ERR_INVALID,
+        "group: too many");
+  c[1].dtype = SYMMPIN_INT32;
+  check(symmpin_kernel_launch_group(c, 3, R[0].s[0]) == SYMMPIN_ERR_INVALID, "group: mixed dtypes");
+  c[1] = c[0];
+  check(symmpin_kernel_launch_group(c, 3, R[0].s[0]) == SYMMPIN_ERR_INVALID, "group: one slot twice");
+  c[1] = make_call(0, SLOT_GROUP + 1, 100, SYMMPIN_FLOAT32, SYMMPIN_SUM, SYMMPIN_INPUT_IN_SLOT,
+                   nullptr, b, 1);
+  check(symmpin_kernel_launch_group(c, 3, R[0].s[0]) == SYMMPIN_ERR_INVALID, "group: in-slot input");
+  CK(cudaStreamSynchronize(R[0].s[0]));
+}
+
+static void test_groups(int rounds) {
+  int p0 = g_passed, f0 = g_failed;
+  test_group_api();
+  const int n = SYMMPIN_KERNEL_GROUP_MAX;
+  std::vector<std::vector<char *>> in(N, std::vector<char *>(n)), outG = in, outS = in;
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (int i = 0; i < n; i++) {
+      size_t bytes = (kGroupCounts[i] ? kGroupCounts[i] : 1) * 8;
+      CK(cudaMalloc(&in[r][i], bytes));
+      CK(cudaMalloc(&outG[r][i], bytes));
+      CK(cudaMalloc(&outS[r][i], bytes));
+    }
+  }
+  /* A data-parallel step's group (bf16 avg, 12 calls), integers (exact), and the largest group;
+   * every round advances each slot's epochs by two (group, then alone). */
+  for (int k = 0; k < rounds; k++) {
+    if (!group_round(12, SYMMPIN_BFLOAT16, SYMMPIN_AVG, k, in, outG, outS)) break;
+    if (!group_round(7, SYMMPIN_INT32, SYMMPIN_SUM, k, in, outG, outS)) break;
+    if (!group_round(n, SYMMPIN_FLOAT32, SYMMPIN_MAX, k, in, outG, outS)) break;
+  }
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (int i = 0; i < n; i++) {
+      CK(cudaFree(in[r][i]));
+      CK(cudaFree(outG[r][i]));
+      CK(cudaFree(outS[r][i]));
+    }
+  }
+  printf("groups x %d rounds (one launch for up to %d calls, against one launch each): %d passed, "
+         "%d failed\n", rounds, n, g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
 /* ---------------------------------------------------------------- timeout */
 
 /* Launch every rank but the last with a short timeout: each launched kernel must give up, record
@@ -981,6 +1109,11 @@ int main(int argc, char **argv) {
   g_slot_bytes[SLOT_TO_COPY] =
       symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  for (int i = 0; i < SYMMPIN_KERNEL_GROUP_MAX; i++) {
+    size_t c = kGroupCounts[i] ? kGroupCounts[i] : 1;
+    g_slot_bytes[SLOT_GROUP + i] = symmpin_kernel_slot_bytes(c, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    g_slot_bytes[SLOT_GROUP16 + i] = symmpin_kernel_slot_bytes(c, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+  }
   size_t pool_bytes = 0;
   for (int k = 0; k < NSLOTS; k++) {
     g_slot_off[k] = pool_bytes;
@@ -1017,6 +1150,7 @@ int main(int argc, char **argv) {
                     SLOT_IN_SLOT);
   test_graph(small ? 3 : 100);
   test_streams(small ? 10 : 200);
+  test_groups(small ? 2 : 20);
   test_timeout();
   test_abort();
 

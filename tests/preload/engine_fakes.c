@@ -223,6 +223,22 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
   return SYMMPIN_OK;
 }
 
+symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n, void *stream) {
+  if (fail_launch) {
+    fail_launch = false;
+    return SYMMPIN_ERR_CUDA;
+  }
+  const unsigned char *my_base = atomic_load(&rank_base[calls[0].rank]);
+  for (int i = 0; i < n; i++) {
+    const unsigned char *slot = calls[i].slot[calls[i].rank];
+    if (!my_base || slot < my_base || slot >= my_base + FAKE_POOL_CAPACITY) return SYMMPIN_ERR_INVALID;
+  }
+  log_op((fake_op){.kind = FAKE_GROUP, .stream = stream,
+                   .offset = (int64_t)((const unsigned char *)calls[0].slot[calls[0].rank] - my_base),
+                   .count = (size_t)n});
+  return SYMMPIN_OK;
+}
+
 /* ---- the host table and the banner probe, installed before main ---- */
 
 static int host_device(void) { return current_device; }

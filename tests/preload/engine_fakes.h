@@ -4,8 +4,8 @@
  *    nothing runs, every event has completed;
  *  - symmem's pool: host memory, one region per rank, "exported" as its address (the ranks share
  *    the process, so a peer's region is mapped by using that address);
- *  - the kernels' launch: logged per thread with the slot's offset in the rank's pool, nothing
- *    runs (select.c, the kernels' host logic, is the real one);
+ *  - the kernels' launch (one call or a group): logged per thread with the slot's offset in the
+ *    rank's pool, nothing runs (select.c, the kernels' host logic, is the real one);
  *  - the host table (current device per thread; no stream captures) and the banner's probe
  *    (a tested NCCL).
  * The real GPU side is proven by the GPU suite; this proves the engine's decisions. */
@@ -15,14 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum fake_op_kind { FAKE_LAUNCH, FAKE_RECORD, FAKE_WAIT } fake_op_kind;
+typedef enum fake_op_kind { FAKE_LAUNCH, FAKE_GROUP, FAKE_RECORD, FAKE_WAIT } fake_op_kind;
 
 typedef struct fake_op {
   fake_op_kind kind;
   void *stream;    /* where it was enqueued */
   void *event;     /* RECORD, WAIT */
-  int64_t offset;  /* LAUNCH: the slot's offset in this rank's pool */
-  size_t count;    /* LAUNCH */
+  int64_t offset;  /* LAUNCH: the slot's offset in this rank's pool; GROUP: the first call's */
+  size_t count;    /* LAUNCH; GROUP: the calls in the launch */
 } fake_op;
 
 #define FAKE_MAX_OPS 4096

@@ -38,6 +38,18 @@ __attribute__((constructor)) static void stand_in_install(void) {
   symmpin_host_install(&h);
 }
 
+bool stand_in_hold;
+int stand_in_flushes, stand_in_flush_rc;
+static int held; /* calls held since the last flush, all communicators */
+
+int symmpin_engine_group_flush(symmpin_comm *c) {
+  (void)c;
+  if (!held) return 0;
+  held = 0;
+  stand_in_flushes++;
+  return stand_in_flush_rc;
+}
+
 bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
                               symmpin_reason *reason) {
   ec->timing = -1;
@@ -45,6 +57,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   stand_in_last_index = c->allreduces;
   if (ec->call->count == stand_in_take_count) {
     *rc = stand_in_take_rc;
+    ec->batched = stand_in_hold && ec->may_batch;
+    held += ec->batched;
+    stand_in_last_call = *ec;
     return true;
   }
   *reason = SYMMPIN_REASON_WARMUP;

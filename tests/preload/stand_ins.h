@@ -17,6 +17,9 @@ extern int stand_in_releases;
 extern int stand_in_failure_reports;
 extern int stand_in_polls; /* symmpin_engine_comm_poll calls (async-error queries) */
 extern symmpin_engine_call stand_in_last_call;
+extern bool stand_in_hold;      /* the engine holds calls it takes in a group when it may */
+extern int stand_in_flushes;    /* symmpin_engine_group_flush calls that had calls held */
+extern int stand_in_flush_rc;   /* what they return */
 extern uint64_t stand_in_last_index; /* c->allreduces seen by the engine */
 
 #endif

@@ -35,6 +35,8 @@ typedef struct spec {
   unsigned long long capture_id; /* when capturing: the capture sequence */
   bool fail_launch; /* the kernel launch of this call fails on this rank */
   bool other_thread; /* made from another thread of the rank's process */
+  int group;         /* nonzero: inside ncclGroupStart/End; consecutive calls with one id are one
+                        group, whose end follows its last call */
 } spec;
 
 /* What the engine did with it. */
@@ -42,7 +44,9 @@ typedef struct outcome {
   bool taken;
   int rc;
   symmpin_reason reason;
-  char ops[16];          /* L launch, R event record, W stream wait, in order */
+  char ops[16];          /* L launch, G group launch, R event record, W stream wait, in order;
+                            after a group's last call, '|' and what its end launched */
+  int group_calls;       /* the calls in the last group launch logged, 0 if none */
   int64_t offset;        /* the launch's slot offset, -1 if none */
   void *launch_stream;
 } outcome;
@@ -88,7 +92,9 @@ static void note(outcome *o) {
   o->offset = -1;
   size_t k = 0;
   for (size_t i = 0; i < n && k + 1 < sizeof o->ops; i++) {
-    o->ops[k++] = ops[i].kind == FAKE_LAUNCH ? 'L' : ops[i].kind == FAKE_RECORD ? 'R' : 'W';
+    o->ops[k++] = ops[i].kind == FAKE_LAUNCH ? 'L' : ops[i].kind == FAKE_GROUP ? 'G'
+                  : ops[i].kind == FAKE_RECORD ? 'R' : 'W';
+    if (ops[i].kind == FAKE_GROUP) o->group_calls = (int)ops[i].count;
     if (ops[i].kind == FAKE_LAUNCH) {
       o->offset = ops[i].offset;
       o->launch_stream = ops[i].stream;
@@ -116,7 +122,8 @@ static void *make_call(void *arg) {
   pthread_mutex_lock(&c->lock);
   c->allreduces++;
   symmpin_engine_call ec = {.call = &a, .site = s->site, .capturing = s->capturing,
-                            .capture_id = s->capture_id,
+                            .capture_id = s->capture_id, .group_depth = s->group ? 1 : 0,
+                            .group_token = (uint64_t)s->group, .may_batch = s->group != 0,
                             .stream_ord = symmpin_comm_stream_ordinal(c, s->stream)};
   outcome *o = &W.out[ca->rank][ca->i];
   int rc = 0;
@@ -125,6 +132,16 @@ static void *make_call(void *arg) {
   o->taken = symmpin_engine_allreduce(c, &ec, &rc, &reason);
   o->rc = rc;
   o->reason = reason;
+  /* The group's end after its last call, as the preload makes it before the real ncclGroupEnd. */
+  bool last = s->group && (ca->i + 1 == W.ncalls || W.script[ca->rank][ca->i + 1].group != s->group);
+  if (last) {
+    size_t n;
+    fake_ops(&n);
+    if (n < FAKE_MAX_OPS) {
+      int frc = symmpin_engine_group_flush(c);
+      if (frc) o->rc = frc;
+    }
+  }
   note(o);
   pthread_mutex_unlock(&c->lock);
   return NULL;
@@ -411,4 +428,70 @@ Test(engine, a_one_rank_communicator_stays_on_nccl) {
 
 Test(engine, a_one_rank_communicator_is_redirected_when_the_tests_ask) {
   cr_assert_gt(one_rank_run(true), 50);
+}
+
+/* Every rank groups its calls in pairs (A then B, one ncclGroupStart/End each), from the start:
+ * the planner gives A and B their own slots (in flight together), and after the warm-up each
+ * group is one launch at its end (G with 2 calls), after which both slots' events are recorded;
+ * nothing is launched at the calls themselves. */
+Test(engine, a_group_is_one_launch_at_its_end) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) W.script[k][i].group = (int)(i / 2) + 1;
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 100);
+  for (size_t i = go + go % 2; i + 1 < W.ncalls; i += 2)
+    for (int k = 0; k < RANKS; k++) {
+      const outcome *a = &W.out[k][i], *b = &W.out[k][i + 1];
+      cr_assert(a->taken && a->rc == 0 && b->taken && b->rc == 0, "rank %d calls %zu, %zu", k,
+                i + 1, i + 2);
+      cr_assert_str_eq(a->ops, "", "rank %d call %zu: held, not launched: %s", k, i + 1, a->ops);
+      cr_assert_str_eq(b->ops, "GRR", "rank %d call %zu: the group's end: %s", k, i + 2, b->ops);
+      cr_assert_eq(b->group_calls, 2);
+    }
+}
+
+/* Groups of three calls A, A, B: the second A would use the first's slot in the same launch, so
+ * the first launches alone when it comes (L, its event), and the second A and B launch together
+ * at the group's end. Each slot sees its calls in call order. */
+Test(engine, a_slot_used_twice_in_a_group_splits_the_launch) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) {
+      bool b = i % 3 == 2;
+      W.script[k][i] = (spec){.site = b ? 0xB : 0xA, .count = b ? 512 : 256, .stream = S0,
+                              .group = (int)(i / 3) + 1};
+    }
+  W.ncalls = CALLS - CALLS % 3;
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 100);
+  for (size_t i = go + (3 - go % 3) % 3; i + 2 < W.ncalls; i += 3)
+    for (int k = 0; k < RANKS; k++) {
+      cr_assert_str_eq(W.out[k][i].ops, "", "rank %d call %zu", k, i + 1);
+      cr_assert_str_eq(W.out[k][i + 1].ops, "LR", "rank %d call %zu: the first A alone: %s", k,
+                       i + 2, W.out[k][i + 1].ops);
+      cr_assert_str_eq(W.out[k][i + 2].ops, "GRR", "rank %d call %zu: %s", k, i + 3,
+                       W.out[k][i + 2].ops);
+      for (size_t j = i; j < i + 3; j++) cr_assert(W.out[k][j].taken && W.out[k][j].rc == 0);
+    }
+}
+
+/* A group whose launch fails at its end: ncclGroupEnd reports ncclUnhandledCudaError on that rank,
+ * and both ranks are in error within a few calls (the peer through the alarm). */
+Test(engine, a_group_whose_launch_fails_puts_both_ranks_in_error) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) W.script[k][i].group = (int)(i / 2) + 1;
+  W.script[1][151].fail_launch = true; /* the launch at the end of group 76 (calls 151, 152) */
+  world_run();
+  cr_assert_lt(first_taken(), 100);
+  cr_assert_eq(W.out[1][151].rc, 1, "rank 1's group end: %d", W.out[1][151].rc);
+  for (int k = 0; k < RANKS; k++) {
+    size_t err = 0;
+    for (size_t i = 151; i < W.ncalls && !err; i++)
+      if (W.out[k][i].rc == 6 || W.out[k][i].rc == 1) err = i;
+    cr_assert(err && err <= 162, "rank %d: an error by call 163 (first at %zu)", k, err + 1);
+  }
 }

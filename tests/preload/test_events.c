@@ -455,3 +455,39 @@ Test(events, abort_reaches_the_kernels_without_the_lock) {
   pthread_join(aborter, NULL);
   cr_assert_eq(stand_in_releases, 1, "then the engine state was abandoned");
 }
+
+/* Inside a group the engine may hold the calls it takes; the outermost group end (before the real
+ * ncclGroupEnd) has it launch them, once, and reports a failure as ncclGroupEnd's result. Inner
+ * group ends launch nothing. Outside a group nothing is held. (The engine is a stand-in here:
+ * tests/preload/test_engine.c holds and launches with the real one.) */
+Test(events, a_group_launches_the_calls_held_at_its_outermost_end) {
+  void *h = (void *)0xc4;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 17, 29, 2, 0, 0, true, 0);
+  stand_in_take_count = 8;
+  stand_in_take_rc = 0;
+  stand_in_hold = true;
+  stand_in_flushes = 0;
+  symmpin_allreduce_call call = {.send = (void *)0x900000, .recv = (void *)0x900000, .count = 8,
+                                 .dtype = 9, .op = 4, .comm = h, .stream = NULL, .stack = 0xfeed};
+  int rc = -1;
+  cr_assert(symmpin_event_allreduce(&call, &rc));
+  cr_assert_not(stand_in_last_call.may_batch, "outside a group");
+  cr_assert_eq(symmpin_event_group_flush(), 0);
+  cr_assert_eq(stand_in_flushes, 0);
+  symmpin_event_group_start(0);
+  symmpin_event_group_start(0);
+  for (int i = 0; i < 3; i++) {
+    cr_assert(symmpin_event_allreduce(&call, &rc));
+    cr_assert(stand_in_last_call.may_batch && stand_in_last_call.batched);
+  }
+  cr_assert_eq(symmpin_event_group_flush(), 0, "an inner end");
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_flushes, 0, "an inner end launches nothing");
+  stand_in_flush_rc = 1; /* ncclUnhandledCudaError */
+  cr_assert_eq(symmpin_event_group_flush(), 1);
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_flushes, 1);
+  cr_assert_eq(symmpin_event_group_flush(), 0, "nothing held any more");
+  stand_in_flush_rc = 0;
+  stand_in_hold = false;
+}
