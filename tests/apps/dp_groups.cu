@@ -227,10 +227,12 @@ static int run_child(void) {
 static int run_parent(char **argv) {
   int ngpus = 0;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
-  if (opt.nranks == 0) opt.nranks = ngpus < MAX_RANKS ? ngpus : MAX_RANKS;
-  if (opt.nranks < 2) {
-    printf(PROG ": needs 2 GPUs or --ranks; found %d\n", ngpus);
-    return 0;
+  if (opt.nranks == 0) {
+    opt.nranks = ngpus < MAX_RANKS ? ngpus : MAX_RANKS;
+    if (opt.nranks < 2) { /* --ranks 1 still runs: one GPU's check of the group path */
+      printf(PROG ": needs 2 GPUs or --ranks; found %d\n", ngpus);
+      return 0;
+    }
   }
   ncclUniqueId id;
   SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
