@@ -299,7 +299,7 @@ int main(int argc, char **argv) {
   while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
     switch (ch) {
     case 'n':
-      if (!symmpin_test_parse_int(optarg, 2, MAX_RANKS, &v))
+      if (!symmpin_test_parse_int(optarg, 1, MAX_RANKS, &v))
         return symmpin_test_usage_error(PROG, "bad --ranks '%s'", optarg);
       opt.nranks = (int)v;
       break;
