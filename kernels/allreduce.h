@@ -16,6 +16,9 @@
  * Contract for callers:
  * - Calls on one slot must be ordered (one stream, or streams ordered by events): the kernels keep
  *   per-slot epoch counters in device memory, so they stay correct across CUDA-graph replays.
+ *   Epochs are per rank: a rank that misses a call on a slot is one epoch behind its peers from
+ *   then on; the call_id in every rank's data turns that into a reported mismatch (error), never
+ *   a combination of different calls' data.
  * - Calls on different slots may run concurrently on different streams: slots share nothing.
  * - Every rank must call with the same slot, count, datatype, op and input form, in the same order.
  * - Calls whose slot classes differ must never use the same slot bytes (symmpin_kernel_slot_class).
@@ -67,6 +70,10 @@ typedef struct symmpin_kernel_error {
    * millisecond, so it costs nothing when peers are on time. */
   volatile uint32_t abort;
   volatile uint32_t aborted;   /* 1 once a wait gave up because of `abort` */
+  /* 1 once a call gave up because a peer's data on its slot, at the same slot epoch, belonged to
+   * another call (another call_id): the ranks' calls on that slot are out of step (a rank
+   * skipped or repeated one). timed_out is set too (the call gave up). */
+  volatile uint32_t mismatch;
 } symmpin_kernel_error;
 
 typedef struct symmpin_kernel_call {
@@ -81,6 +88,12 @@ typedef struct symmpin_kernel_call {
   int op;                      /* symmpin_op */
   symmpin_kernel_input input;
   uint64_t site;               /* only for the timeout message */
+  /* The call's identity, the same on every rank for the same call (the preload passes the
+   * communicator's all-reduce index): every rank's data carries it, so a rank never combines a
+   * peer's data of another call that sits on the slot at the same epoch (a rank that skipped a
+   * call); it gives up and reports a mismatch instead. Replays of a captured call share it (the
+   * slot epoch tells them apart). 0 is a valid identity like any other. */
+  uint32_t call_id;
   uint64_t timeout_cycles;     /* 0 = wait forever; else give up after ~this many GPU clocks */
   symmpin_kernel_error *error; /* device-visible pointer to host-mapped memory, or NULL */
 } symmpin_kernel_call;

@@ -38,7 +38,9 @@ constexpr int kMaxBlocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
 constexpr size_t kHeader = SYMMPIN_ONESHOT_HEADER_BYTES;
 constexpr int kRoundUnits = 2; /* IN_SLOT in place: units per thread held in registers per round */
 
-static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4 <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
+static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4 <= SYMMPIN_ONESHOT_IDENT_OFFSET, "header");
+static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET % 8 == 0, "ident alignment");
+static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET + 8 * kMaxRanks <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
 static_assert(SYMMPIN_ONESHOT_BAR_OFFSET >= 4 * SYMMPIN_ONESHOT_MAX_BLOCKS, "epochs overlap bars");
 
 struct Params {
@@ -52,6 +54,7 @@ struct Params {
   uint64_t site;
   uint64_t timeout; /* clock64 cycles, 0 = never */
   symmpin_kernel_error *error;
+  uint32_t id;      /* the call's identity (symmpin_kernel_call.call_id) */
 };
 
 /* ---- memory access helpers. Peer memory is read and written with volatile (system-scope,
@@ -70,6 +73,16 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void *p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p)
                : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_volatile_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -339,21 +352,30 @@ __device__ __forceinline__ void epochs_advance(const Params &P, uint32_t seq) {
   if (threadIdx.x < 32 && k < kMaxBlocks) epochs(P)[k] = seq;
 }
 
-/* A wait gave up: record it in the host-mapped error record and print one line per call (the
- * first block to time out at this epoch wins the exchange). No __trap: the process lives on. */
-__device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t seq) {
+/* A wait gave up (mismatch: a peer's data at this epoch belongs to another call): record it in
+ * the host-mapped error record and print one line per call (the first block to give up at this
+ * epoch wins the exchange). No __trap: the process lives on. */
+__device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t seq,
+                                            bool mismatch = false) {
   uint32_t *last = (uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_TIMEOUT_OFFSET);
   if (atomicExch(last, seq) == seq) return;
-  bool aborted = P.error && P.error->abort;
+  bool aborted = !mismatch && P.error && P.error->abort;
   if (P.error) {
     P.error->peer = peer;
     P.error->site = P.site;
     if (aborted) P.error->aborted = 1;
+    if (mismatch) P.error->mismatch = 1;
     __threadfence_system();
     P.error->timed_out = 1;
     __threadfence_system();
   }
   if (aborted) return; /* the program is aborting the communicator: no news */
+  if (mismatch) {
+    printf("symmpin: one-shot all-reduce out of step: rank %d's call %u met rank %d's data of "
+           "another call at epoch %u (site %016llx); gave up\n",
+           P.rank, P.id, peer, seq, (unsigned long long)P.site);
+    return;
+  }
   /* Device printf, not common/log.h: the logger is host code and this runs on the GPU. It is the
    * only trace of a timeout when the caller passed no error record (or reads it only later); the
    * CUDA runtime copies the line to stdout at the next synchronization. The host side reports
@@ -368,6 +390,9 @@ __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t 
  * read only once the wait has lasted kAbortPollCycles: waits for peers that are on time never
  * read it. */
 constexpr uint64_t kAbortPollCycles = 2000000; /* ~1 ms at H200 clocks */
+/* How long an LL line may look half written (one 8-byte half new, the other old) before a reader
+ * takes it for what it is: ~50 us, thousands of times what a write takes to land. */
+constexpr long long kTornCycles = 100000;
 
 __device__ __forceinline__ bool expired(const Params &P, long long start) {
   uint64_t waited = (uint64_t)(clock64() - start);
@@ -382,17 +407,30 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
   __syncthreads(); /* this block's prior accesses happen before the release below */
   const int s = threadIdx.x;
   if (s < P.nranks) {
+    /* Who I am at this barrier, then the flag that releases it (the release orders both). */
+    st_volatile_u64((uint64_t *)(P.slot[s] + SYMMPIN_ONESHOT_IDENT_OFFSET) + P.rank,
+                    (uint64_t)seq << 32 | P.id);
     uint32_t *flags = (uint32_t *)(P.slot[s] + SYMMPIN_ONESHOT_BAR_OFFSET);
     st_release_sys(&flags[blockIdx.x * kMaxRanks + P.rank], seq);
     const uint32_t *mine = (const uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_BAR_OFFSET) +
                            blockIdx.x * kMaxRanks + s;
     long long start = clock64();
     /* >= in wrap-around arithmetic: a peer may already be one barrier ahead. */
-    while ((int32_t)(ld_acquire_sys(mine) - seq) < 0) {
+    uint32_t got;
+    while ((int32_t)((got = ld_acquire_sys(mine)) - seq) < 0) {
       if (expired(P, start)) {
         report_timeout(P, s, seq);
         *abort_flag = 1;
         break;
+      }
+    }
+    /* At this very barrier: the peer's identity must be this call's. (A peer already past it
+     * has checked mine; its ident may then show its next barrier.) */
+    if (got == seq) {
+      uint64_t who = ld_volatile_u64((const uint64_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_IDENT_OFFSET) + s);
+      if ((uint32_t)(who >> 32) == seq && (uint32_t)who != P.id) {
+        report_timeout(P, s, seq, true);
+        *abort_flag = 1;
       }
     }
   }
@@ -429,6 +467,7 @@ __device__ __forceinline__ uint32_t call_seq(const Params &P) {
 /* LL, push: my lines into every rank's slot (mine included), region of source rank P.rank. */
 __device__ __forceinline__ void ll_push(const Params &P, uint32_t seq) {
   const int n = P.nranks;
+  const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
   const size_t L = P.units;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -438,7 +477,7 @@ __device__ __forceinline__ void ll_push(const Params &P, uint32_t seq) {
     size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
     uint32_t w[2];
     load_user<8>(P.send + off, valid, w);
-    uint4 line = make_uint4(w[0], seq, w[1], seq);
+    uint4 line = make_uint4(w[0], seq, w[1], check);
     size_t u = symmpin_oneshot_unit_index((size_t)P.rank * L + l, parity);
 #pragma unroll
     for (int s = 0; s < kMaxRanks; s++)
@@ -455,25 +494,45 @@ __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq) {
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const unsigned parity = seq & 1;
+  const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
   const char *own = P.slot[P.rank] + kHeader;
   for (size_t l = first; l < L; l += stride) {
     uint32_t in[kMaxRanks][2];
     unsigned pending = (1u << n) - 1;
     long long start = clock64();
+    long long odd_since = 0; /* a line of this epoch with another call's check seen since */
+    int odd_rank = -1;
     bool gave_up = false;
     while (pending) {
+      bool odd = false;
 #pragma unroll
       for (int s = 0; s < kMaxRanks; s++) {
         if (pending & (1u << s)) {
           size_t u = symmpin_oneshot_unit_index((size_t)s * L + l, parity);
           uint4 v = ld_volatile_v4(own + u * SYMMPIN_ONESHOT_UNIT_BYTES);
-          if (v.y == seq && v.w == seq) {
+          if (v.y == seq && v.w == check) {
             in[s][0] = v.x, in[s][1] = v.z;
             pending &= ~(1u << s);
+          } else if (v.y == seq) {
+            odd = true;
+            odd_rank = s;
           }
         }
       }
-      if (pending && expired(P, start)) {
+      if (!pending) break;
+      /* The epoch right and the call wrong, for longer than a line takes to land whole: the
+       * peer's data at this epoch is another call's (the ranks are out of step). */
+      long long now = clock64();
+      if (!odd) {
+        odd_since = 0;
+      } else if (!odd_since) {
+        odd_since = now;
+      } else if (now - odd_since > kTornCycles) {
+        report_timeout(P, odd_rank, seq, true);
+        gave_up = true;
+        break;
+      }
+      if (expired(P, start)) {
         report_timeout(P, __ffs(pending) - 1, seq);
         gave_up = true;
         break;
@@ -845,6 +904,7 @@ symmpin_status prepare(const symmpin_kernel_call *c, Params *P, symmpin_kernel_a
   P->site = c->site;
   P->timeout = c->timeout_cycles;
   P->error = c->error;
+  P->id = c->call_id;
   return SYMMPIN_OK;
 }
 

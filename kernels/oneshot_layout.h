@@ -11,6 +11,7 @@
  *   - bar[b][s]: barrier flags; rank s writes the barrier sequence number it reached with block b
  *     into every peer's bar[b][s]. One 32-byte sector per block.
  *   - timeout_seq: the epoch of the last call that reported a timeout (one printed line per call).
+ *   - ident[s]: rank s's (epoch, call_id) at its latest barrier (COPY, IN_SLOT).
  * The data area holds, for the in-slot input, the rank's input (contiguous, at
  * SYMMPIN_ONESHOT_HEADER_BYTES = symmpin_kernel_in_slot_offset()); for the staged input, 16-byte
  * "units" in two buffers (parity 0/1) interleaved every SYMMPIN_ONESHOT_PARITY_UNITS units (see
@@ -40,6 +41,10 @@ extern "C" {
 #define SYMMPIN_ONESHOT_EPOCH_OFFSET 0                                   /* uint32_t[32] */
 #define SYMMPIN_ONESHOT_BAR_OFFSET 128                                   /* uint32_t[32][8] */
 #define SYMMPIN_ONESHOT_TIMEOUT_OFFSET (128 + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * 8) /* uint32_t */
+/* uint64_t[8]: ident[s] = epoch << 32 | call_id of rank s's latest barrier on this slot, written
+ * by rank s (any block) before it releases its barrier flags: after acquiring rank s's flag at
+ * epoch seq, a rank that reads ident[s] = (seq, another call_id) knows the calls differ. */
+#define SYMMPIN_ONESHOT_IDENT_OFFSET (SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 8)
 #define SYMMPIN_ONESHOT_SLOT_ALIGN 256
 
 /* A unit is 16 bytes: one LL line ({data 4B, flag 4B, data 4B, flag 4B}: 8 data bytes) or one
@@ -55,6 +60,16 @@ extern "C" {
 SYMMPIN_HD size_t symmpin_oneshot_unit_index(size_t q, unsigned parity) {
   return (2 * (q / SYMMPIN_ONESHOT_PARITY_UNITS) + parity) * SYMMPIN_ONESHOT_PARITY_UNITS +
          q % SYMMPIN_ONESHOT_PARITY_UNITS;
+}
+
+/* An LL line is {data, seq, data, check}: each 8-byte half carries its own flag (8-byte writes are
+ * what a reader sees whole). `seq` is the slot epoch; `check` mixes in the call's identity, so a
+ * line of another call at the same epoch (a rank out of step) never passes: the reader sees the
+ * epoch right and the check wrong, and reports it once that has lasted (a line being written can
+ * be seen half old, half new for a moment, never for long). With call_id 0 check == seq. */
+#define SYMMPIN_ONESHOT_ID_MUL 0x9E3779B1u
+SYMMPIN_HD uint32_t symmpin_oneshot_ll_check(uint32_t seq, uint32_t call_id) {
+  return seq ^ (call_id * SYMMPIN_ONESHOT_ID_MUL);
 }
 
 /* The next epoch / barrier sequence number. 0 is skipped (zeroed slots read 0) by jumping to 2,

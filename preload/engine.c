@@ -458,6 +458,16 @@ static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e
   if (e->timeout_reported || !e->err_host || !e->err_host->timed_out || e->err_host->aborted)
     return;
   e->timeout_reported = true;
+  if (e->err_host->mismatch) {
+    SYMMPIN_WARN("comm %d rank %d: an all-reduce at site %016llx met rank %d's data of another call "
+                 "on its slot (the ranks' calls on that slot are out of step: a rank skipped or "
+                 "repeated one) and gave up; its result is wrong, so this communicator is now in "
+                 "error (ncclCommGetAsyncError and every later all-reduce report ncclRemoteError)",
+                 c->ordinal, c->rank, (unsigned long long)e->err_host->site,
+                 (int)e->err_host->peer);
+    if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_KERNEL_FAILED, c->allreduces);
+    return;
+  }
   SYMMPIN_WARN("comm %d rank %d: an all-reduce at site %016llx gave up waiting for rank %d after "
                "SYMMPIN_KERNEL_TIMEOUT_MS; its result is wrong, so this communicator is now in "
                "error (ncclCommGetAsyncError and every later all-reduce report ncclRemoteError). "
@@ -586,16 +596,18 @@ static symmpin_reason capture_route(symmpin_comm *c, struct symmpin_engine_comm 
 
 /* ---- the launch ---- */
 
-/* The kernels' view of a call on `slot`; false if a rank's slot is not mapped. */
+/* The kernels' view of call n on `slot`; false if a rank's slot is not mapped. The call's
+ * identity is n, the communicator's all-reduce index: the same on every rank for the same call
+ * (NCCL pairs calls by order), so the kernels can tell a peer's data of another call. */
 static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
                            const symmpin_engine_call *ec, const symmpin_plan_site *slot,
-                           symmpin_kernel_call *k) {
+                           uint64_t n, symmpin_kernel_call *k) {
   const symmpin_allreduce_call *a = ec->call;
   *k = (symmpin_kernel_call){
       .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
       .send = a->send, .recv = a->recv, .count = a->count, .dtype = a->dtype, .op = a->op,
       .input = SYMMPIN_INPUT_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
-      .error = e->err_dev,
+      .error = e->err_dev, .call_id = (uint32_t)n,
   };
   for (int r = 0; r < c->nranks; r++) {
     k->slot[r] = symmpin_pool_addr(e->pool, r, slot->offset);
@@ -646,11 +658,11 @@ static void device_leave(symmpin_comm *c, int cur) {
   if (cur != c->device && cur >= 0) cudaSetDevice(cur);
 }
 
-/* One call, now. */
+/* Call n, now. */
 static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
-                   const symmpin_plan_site *slot) {
+                   const symmpin_plan_site *slot, uint64_t n) {
   symmpin_kernel_call k;
-  if (!kernel_call_of(c, e, ec, slot, &k)) return false;
+  if (!kernel_call_of(c, e, ec, slot, n, &k)) return false;
   int cur = device_enter(c);
   bool ok = launch_ordered(c, e, &k, &slot->offset, 1, ec->call->stream, ec->stream_ord,
                            ec->capturing, ec);
@@ -679,7 +691,7 @@ static bool batch_add(symmpin_comm *c, struct symmpin_engine_comm *e, const symm
   const symmpin_allreduce_call *a = ec->call;
   group_batch *b = &e->batch;
   symmpin_kernel_call k;
-  if (!kernel_call_of(c, e, ec, slot, &k)) return false;
+  if (!kernel_call_of(c, e, ec, slot, n, &k)) return false;
   bool joins = b->n > 0 && b->n < SYMMPIN_KERNEL_GROUP_MAX && b->stream == a->stream &&
                b->stream_ord == ec->stream_ord && b->capturing == ec->capturing &&
                b->dtype == a->dtype && b->op == a->op;
@@ -789,7 +801,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   }
   bool hold = ec->group_depth > 0 && ec->may_batch;
   if (fault_hits(c, FAULT_SKIP, n) ||
-      !(hold ? (ec->batched = batch_add(c, e, ec, slot, n)) : launch(c, e, ec, slot))) {
+      !(hold ? (ec->batched = batch_add(c, e, ec, slot, n)) : launch(c, e, ec, slot, n))) {
     /* NCCL cannot take this call any more: the peers run symmpin's kernel for it. This rank
      * reports the failure (ncclUnhandledCudaError) and enters the error state, so it never
      * launches a later call on this slot that the peers' waiting kernels would take for this

@@ -12,7 +12,8 @@
  * reference with per-dtype tolerances for floats, guard bytes around outputs untouched);
  * back-to-back calls on one slot (LL, copy, in-slot, in place and not); CUDA-graph capture +
  * replays with new data (one call of each algorithm); two streams on different slots; groups of
- * up to 16 calls in one launch against the same calls launched one by one; the timeout
+ * up to 16 calls in one launch against the same calls launched one by one; a rank that skips a
+ * call on a slot (every rank must report an error, never combine two calls' data); the timeout
  * path of each algorithm (N-1 ranks launched).
  *
  * Usage: test_oneshot [N] [--small] [--seed S] (--help, --version). --small runs a tiny subset
@@ -251,7 +252,7 @@ enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRA
        /* two sets of group slots: 4-byte and 2-byte datatypes (a count's slot class, LL or copy,
         * depends on its bytes; one slot keeps one class) */
        SLOT_GROUP, SLOT_GROUP16 = SLOT_GROUP + SYMMPIN_KERNEL_GROUP_MAX,
-       NSLOTS = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX };
+       SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, NSLOTS };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
@@ -901,6 +902,67 @@ static void test_timeout() {
   fflush(stdout);
 }
 
+/* ---------------------------------------------------------------- out of step */
+
+/* Calls 1, 2, 3 on a fresh slot, with identities 1, 2, 3; rank 1 skips call 2 (as a rank whose
+ * launch failed would). From then on rank 1's slot epoch is one behind: its call 3 runs at the
+ * epoch its peers used for call 2. Without identities in the data, rank 1's call 3 and the peers'
+ * call 2 combined each other's data and reported nothing. Now every rank gives up and records
+ * it (the ranks that meet another call's data at their epoch as a mismatch; the peers' call 3,
+ * which rank 1 never makes, by the deadline), and no rank ends without an error. */
+static void test_out_of_step() {
+  int p0 = g_passed, f0 = g_failed;
+  if (N < 2) {
+    printf("out of step: skipped (needs 2+ ranks)\n");
+    return;
+  }
+  struct T {
+    int slot;
+    size_t count;
+    const char *name;
+  } ts[2] = {{SLOT_SKEW_LL, 1000, "LL"}, {SLOT_SKEW_COPY, (size_t)(512u << 10) / N / 4 + 100, "copy"}};
+  for (const T &t : ts) {
+    clear_errors();
+    for (uint32_t id = 1; id <= 3; id++) {
+      for (int r = 0; r < N; r++) {
+        if (id == 2 && r == 1) continue;
+        set_dev(r);
+        symmpin_kernel_call c = make_call(r, t.slot, t.count, SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                           SYMMPIN_INPUT_STAGED, R[r].bufA + kGuard,
+                                           R[r].bufB + kGuard, 0xbeef0000ull + id);
+        c.call_id = id;
+        c.timeout_cycles = 200000000; /* ~0.1 s: the peers' call 3 waits for a call never made */
+        check(symmpin_kernel_launch(&c, R[r].s[0]) == SYMMPIN_OK, "out of step %s: launch", t.name);
+      }
+      if (id == 1) { /* in step: fine */
+        sync_or_die("out of step, call 1");
+        char why[200];
+        check(errors_clear(why, sizeof why), "out of step %s: call 1: %s", t.name, why);
+      }
+    }
+    if (!sync_all(60.0)) {
+      check(false, "out of step %s: kernels did not give up (hang)", t.name);
+      printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+      fflush(stdout);
+      _exit(1);
+    }
+    int mismatches = 0;
+    for (int r = 0; r < N; r++) {
+      symmpin_kernel_error e = *R[r].err;
+      mismatches += e.mismatch != 0;
+      check(e.timed_out == 1, "out of step %s: rank %d ended its calls without an error "
+            "(timed_out %u, mismatch %u)", t.name, r, (unsigned)e.timed_out, (unsigned)e.mismatch);
+    }
+    check(R[1].err->mismatch == 1, "out of step %s: rank 1's call 3 met call 2's data: mismatch",
+          t.name);
+    check(mismatches >= 2, "out of step %s: %d rank(s) saw the mismatch", t.name, mismatches);
+    check(cudaGetLastError() == cudaSuccess, "out of step %s: no CUDA error left behind", t.name);
+  }
+  printf("out of step (a rank skips a call; LL/copy): %d passed, %d failed\n", g_passed - p0,
+         g_failed - f0);
+  fflush(stdout);
+}
+
 /* ---------------------------------------------------------------- abort */
 
 /* No deadline (a late peer is only late), but the host's abort word stops every waiting kernel
@@ -1109,6 +1171,9 @@ int main(int argc, char **argv) {
   g_slot_bytes[SLOT_TO_COPY] =
       symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SKEW_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SKEW_COPY] =
+      symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   for (int i = 0; i < SYMMPIN_KERNEL_GROUP_MAX; i++) {
     size_t c = kGroupCounts[i] ? kGroupCounts[i] : 1;
     g_slot_bytes[SLOT_GROUP + i] = symmpin_kernel_slot_bytes(c, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
@@ -1152,6 +1217,7 @@ int main(int argc, char **argv) {
   test_streams(small ? 10 : 200);
   test_groups(small ? 2 : 20);
   test_timeout();
+  test_out_of_step();
   test_abort();
 
   printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);

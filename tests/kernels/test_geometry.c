@@ -207,7 +207,10 @@ Test(kernels_layout, header_fields_fit_and_do_not_overlap) {
                                                 4 * SYMMPIN_ONESHOT_MAX_BLOCKS);
   cr_expect_geq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET,
                 SYMMPIN_ONESHOT_BAR_OFFSET + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * SYMMPIN_KERNEL_MAX_RANKS);
-  cr_expect_leq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4, SYMMPIN_ONESHOT_HEADER_BYTES);
+  cr_expect_leq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4, SYMMPIN_ONESHOT_IDENT_OFFSET);
+  cr_expect_eq(SYMMPIN_ONESHOT_IDENT_OFFSET % 8, 0);
+  cr_expect_leq(SYMMPIN_ONESHOT_IDENT_OFFSET + 8 * SYMMPIN_KERNEL_MAX_RANKS,
+                SYMMPIN_ONESHOT_HEADER_BYTES);
   cr_expect_eq(symmpin_kernel_in_slot_offset() % SYMMPIN_ONESHOT_SLOT_ALIGN, 0);
   cr_expect_eq(symmpin_kernel_in_slot_offset(), SYMMPIN_ONESHOT_HEADER_BYTES);
 }
@@ -362,4 +365,17 @@ Test(kernels_geometry, invalid_shapes_give_empty_geometry) {
   g = symmpin_kernel_geometry_for(10, SYMMPIN_FLOAT32, 2, (symmpin_kernel_input)3);
   cr_expect_eq(g.blocks, 0);
   (void)div_up;
+}
+
+/* An LL line's check word: the epoch itself for call_id 0 (the lines of calls without an
+ * identity are what they were), and for two calls at the same epoch, different whenever their
+ * identities differ (multiplication by an odd number is a bijection modulo 2^32). */
+Test(kernels_layout, ll_check_tells_calls_apart_at_one_epoch) {
+  for (uint32_t seq = 2; seq < 2000; seq += 7) {
+    cr_expect_eq(symmpin_oneshot_ll_check(seq, 0), seq);
+    for (uint32_t a = 0; a < 64; a++)
+      for (uint32_t b = a + 1; b < 64; b++)
+        cr_expect_neq(symmpin_oneshot_ll_check(seq, a), symmpin_oneshot_ll_check(seq, b));
+  }
+  cr_expect_neq(symmpin_oneshot_ll_check(5, 0xffffffffu), symmpin_oneshot_ll_check(5, 0x7fffffffu));
 }
