@@ -2,8 +2,8 @@
  * (kernels/allreduce.h).
  *
  * Three algorithms (kernels/select.h, docs/kernels.md):
- *  - ONESHOT_LL (staged, small): each rank pushes its input as 16-byte LL lines {data, flag, data,
- *    flag} (flag = the call's epoch) into every rank's slot, then waits on its own slot for every
+ *  - ONESHOT_LL (staged, small): each rank pushes its input as 16-byte LL lines {data, epoch, data,
+ *    check} (check: the epoch mixed with the call's identity) into every rank's slot, then waits on its own slot for every
  *    rank's lines of this epoch and reduces them in rank order. No barrier at all.
  *  - ONESHOT_COPY (staged, large): copy-in to this rank's slot, one start barrier, load every rank's
  *    data, reduce in rank order. Two staging parities make an end barrier unnecessary.
