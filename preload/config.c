@@ -71,6 +71,11 @@ static const symmpin_config_var vars[] = {
      "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
      "docs/callsite.md)",
      OFF(stack_depth), 1, SYMMPIN_STACK_DEPTH_MAX, NULL},
+    {"SYMMPIN_WATCH_MS", SYMMPIN_CONFIG_UINT, "100",
+     "how often a thread checks every communicator for a divergent call or a kernel that gave up "
+     "(the check ncclCommGetAsyncError makes), so that ranks blocked behind one are stopped even "
+     "when the program polls nothing; 0: no thread (then only the program's calls check)",
+     OFF(watch_ms), 0, 60000, NULL},
     {"SYMMPIN_MEASURE", SYMMPIN_CONFIG_BOOL, "0",
      "time sampled eager all-reduces with CUDA events (each site's first 8 calls on each path, "
      "then one in 16), on NCCL before a site is pinned and on symmpin after, for the "

@@ -22,6 +22,7 @@
 #include "preload/preload.h"
 #include "preload/stats.h"
 #include "preload/tracefile.h"
+#include "preload/watch.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Atomic int enabled = -1; /* -1 before initialisation */
@@ -97,6 +98,7 @@ static void init(void) {
 
 void symmpin_preload_test_init(const symmpin_config *cfg) {
   symmpin_preload_exit();
+  symmpin_watch_stop(); /* also when the last preload never exited */
   pthread_once(&init_once, init); /* so that a later first use cannot re-initialise */
   symmpin_comm_registry_reset();
   pending_ar = (pending_allreduce){0}; /* their references went with the reset */
@@ -229,6 +231,8 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
                    c->ordinal, rank, nranks, device, blocking ? "" : " non-blocking",
                    (unsigned long long)key_hi, (unsigned long long)key_lo);
       note_rank(rank);
+      /* A communicator symmpin may redirect for: watch it (one thread for all, started once). */
+      if (nranks != 1) symmpin_watch_start(symmpin_config_get()->watch_ms);
     }
   } else if (comm) {
     SYMMPIN_INFO("comm %p: split of an unknown parent: left to NCCL", comm);
@@ -562,6 +566,7 @@ static void stats_report(const symmpin_config *cfg) {
 
 void symmpin_preload_exit(void) {
   if (atomic_load(&enabled) <= 0 || atomic_exchange(&exited, 1)) return;
+  symmpin_watch_stop(); /* before the communicators go */
   symmpin_comm_for_each(release_one, NULL);
   symmpin_tracefile_stop();
   stats_report(symmpin_config_get());

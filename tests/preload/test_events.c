@@ -491,3 +491,20 @@ Test(events, a_group_launches_the_calls_held_at_its_outermost_end) {
   stand_in_flush_rc = 0;
   stand_in_hold = false;
 }
+
+/* The watch thread checks every communicator on its own (SYMMPIN_WATCH_MS), so that a rank blocked
+ * behind a divergent call learns of it with no call or query of the program: the (stand-in)
+ * engine's poll runs without any call being made, and stops with the preload. */
+Test(events, the_watch_polls_every_communicator_without_any_call) {
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.watch_ms = 10;
+  symmpin_preload_test_init(&cfg);
+  stand_in_polls = 0;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xc8, 41, 43, 2, 0, 0, true, 0);
+  for (int i = 0; i < 200 && stand_in_polls < 3; i++) usleep(10000);
+  cr_assert_geq(stand_in_polls, 3, "polls in 2 s: %d", stand_in_polls);
+  symmpin_preload_exit();
+  int after = stand_in_polls;
+  usleep(50000);
+  cr_assert_eq(stand_in_polls, after, "the watch stopped with the preload");
+}

@@ -1,0 +1,101 @@
+/* The watch (watch.h). */
+#include "preload/watch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "preload/comm.h"
+#include "preload/engine.h"
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_wake = PTHREAD_COND_INITIALIZER;
+static pthread_t watch_thread;
+static bool running, stopping;
+static uint64_t interval;
+
+typedef struct held {
+  symmpin_comm **v;
+  size_t n, cap;
+} held;
+
+/* Under the registry's lock: take a reference on every live entry (checked after the lock). */
+static void hold_one(symmpin_comm *c, void *arg) {
+  held *h = arg;
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 16;
+    symmpin_comm **v = realloc(h->v, cap * sizeof *v);
+    if (!v) return; /* this round checks fewer; the next one tries again */
+    h->v = v;
+    h->cap = cap;
+  }
+  symmpin_comm *ref = symmpin_comm_acquire(c->handle);
+  if (ref) h->v[h->n++] = ref;
+}
+
+static void check_all(held *h) {
+  h->n = 0;
+  symmpin_comm_for_each(hold_one, h);
+  for (size_t i = 0; i < h->n; i++) {
+    symmpin_comm *c = h->v[i];
+    if (!atomic_load(&c->ended) && !atomic_load(&c->async_error) &&
+        pthread_mutex_trylock(&c->lock) == 0) {
+      if (!atomic_load(&c->ended)) symmpin_engine_comm_poll(c);
+      pthread_mutex_unlock(&c->lock);
+    }
+    symmpin_comm_put(c);
+  }
+}
+
+static void *watch_main(void *arg) {
+  (void)arg;
+  held h = {0};
+  pthread_mutex_lock(&watch_lock);
+  while (!stopping) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += (time_t)(interval / 1000);
+    t.tv_nsec += (long)(interval % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+      t.tv_sec++;
+      t.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    while (!stopping && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&watch_wake, &watch_lock, &t);
+    if (stopping) break;
+    pthread_mutex_unlock(&watch_lock);
+    check_all(&h);
+    pthread_mutex_lock(&watch_lock);
+  }
+  pthread_mutex_unlock(&watch_lock);
+  free(h.v);
+  return NULL;
+}
+
+void symmpin_watch_start(uint64_t interval_ms) {
+  if (interval_ms == 0) return;
+  pthread_mutex_lock(&watch_lock);
+  if (!running) {
+    interval = interval_ms;
+    stopping = false;
+    running = pthread_create(&watch_thread, NULL, watch_main, NULL) == 0;
+    if (!running)
+      SYMMPIN_WARN("cannot start the watch thread: a divergent call is then caught only at the "
+                   "next all-reduce or ncclCommGetAsyncError");
+  }
+  pthread_mutex_unlock(&watch_lock);
+}
+
+void symmpin_watch_stop(void) {
+  pthread_mutex_lock(&watch_lock);
+  bool join = running;
+  running = false;
+  stopping = true;
+  pthread_cond_broadcast(&watch_wake);
+  pthread_mutex_unlock(&watch_lock);
+  if (join) pthread_join(watch_thread, NULL);
+}

@@ -1,0 +1,20 @@
+/* The watch: one thread per process that runs the async-error query's check (the board's alarm,
+ * the peers' route logs, a kernel that gave up: symmpin_engine_comm_poll) on every communicator,
+ * every SYMMPIN_WATCH_MS. Ranks learn of a divergent call at their next all-reduce or
+ * ncclCommGetAsyncError; a rank blocked in a stream synchronization behind it, in a program that
+ * polls nothing, would wait for ever. The watch puts such a communicator in its error state, whose
+ * abort word makes the waiting kernels give up, so the program's synchronization returns and its
+ * next NCCL call reports the error. CUDA-free: the check reads host memory only. Never waits for
+ * a communicator's lock (a thread inside an all-reduce does the same check itself). */
+#ifndef SYMMPIN_PRELOAD_WATCH_H
+#define SYMMPIN_PRELOAD_WATCH_H
+
+#include <stdint.h>
+
+/* Start the thread (once per process; a forked child has none and starts none: symmpin is off
+ * there). interval_ms 0: no watch. */
+void symmpin_watch_start(uint64_t interval_ms);
+/* Stop and join it (process exit, tests). */
+void symmpin_watch_stop(void);
+
+#endif
