@@ -54,6 +54,7 @@ REAL(ncclCommAbort);
 REAL(ncclCommFinalize);
 REAL(ncclGroupStart);
 REAL(ncclGroupEnd);
+REAL(ncclGroupSimulateEnd);
 REAL(ncclAllReduce);
 REAL(ncclCommGetAsyncError);
 
@@ -277,6 +278,20 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupEnd(void) {
   symmpin_event_group_end(rc);
   symmpin_guard_leave();
   return rc == ncclSuccess && mine ? (ncclResult_t)mine : rc;
+}
+
+/* NCCL 2.22+: ends the group without running it (it estimates its time). symmpin drops what it
+ * held for the group too, and leaves the group as ncclGroupEnd does. */
+SYMMPIN_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  ncclResult_t (*real)(ncclSimInfo_t *) = symmpin_real_get(&real_ncclGroupSimulateEnd);
+  if (!real) return SYMMPIN_NCCL_MISSING;
+  if (symmpin_wrap_bypass()) return real(simInfo);
+  symmpin_guard_enter();
+  symmpin_event_group_drop();
+  ncclResult_t rc = real(simInfo);
+  symmpin_event_group_end(rc);
+  symmpin_guard_leave();
+  return rc;
 }
 
 SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,

@@ -344,12 +344,25 @@ __device__ __forceinline__ uint32_t *epochs(const Params &P) {
   return (uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_EPOCH_OFFSET);
 }
 
+/* A call's geometry as its kernel sees it: block b of nb, thread t of nt. A call's own launch
+ * has the grid's; in a group launch (group_kernel) each call keeps the geometry of its own launch
+ * inside the larger grid, so what a block and a thread do for it (units, epochs, barrier flags)
+ * is the same whether it runs alone or in a group, on this rank and its peers alike. Threads
+ * t >= nt do no work for the call but take part in its __syncthreads. */
+struct Geo {
+  unsigned b, nb, t, nt;
+  __device__ size_t first() const { return t < nt ? (size_t)b * nt + t : ~(size_t)0; }
+  __device__ size_t stride() const { return (size_t)nb * nt; }
+};
+
+__device__ __forceinline__ Geo launch_geo() { return Geo{blockIdx.x, gridDim.x, threadIdx.x, blockDim.x}; }
+
 /* Keep every epoch entry equal: block b of B writes entries b, b+B, ... (after all its threads
  * read entry b at the start, hence the barrier). */
-__device__ __forceinline__ void epochs_advance(const Params &P, uint32_t seq) {
+__device__ __forceinline__ void epochs_advance(const Params &P, uint32_t seq, const Geo &g) {
   __syncthreads();
-  int k = (int)blockIdx.x + (int)threadIdx.x * (int)gridDim.x;
-  if (threadIdx.x < 32 && k < kMaxBlocks) epochs(P)[k] = seq;
+  unsigned k = g.b + g.t * g.nb;
+  if (g.t < 32 && k < (unsigned)kMaxBlocks) epochs(P)[k] = seq;
 }
 
 /* A wait gave up (mismatch: a peer's data at this epoch belongs to another call): record it in
@@ -403,17 +416,17 @@ __device__ __forceinline__ bool expired(const Params &P, long long start) {
 
 /* Block-level barrier across ranks for this block index: thread s signals rank s and waits for
  * rank s. Returns false (in every thread) if a wait timed out. */
-__device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_flag) {
+__device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_flag, const Geo &g) {
   __syncthreads(); /* this block's prior accesses happen before the release below */
-  const int s = threadIdx.x;
+  const int s = (int)g.t;
   if (s < P.nranks) {
     /* Who I am at this barrier, then the flag that releases it (the release orders both). */
     st_volatile_u64((uint64_t *)(P.slot[s] + SYMMPIN_ONESHOT_IDENT_OFFSET) + P.rank,
                     (uint64_t)seq << 32 | P.id);
     uint32_t *flags = (uint32_t *)(P.slot[s] + SYMMPIN_ONESHOT_BAR_OFFSET);
-    st_release_sys(&flags[blockIdx.x * kMaxRanks + P.rank], seq);
+    st_release_sys(&flags[g.b * kMaxRanks + P.rank], seq);
     const uint32_t *mine = (const uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_BAR_OFFSET) +
-                           blockIdx.x * kMaxRanks + s;
+                           g.b * kMaxRanks + s;
     long long start = clock64();
     /* >= in wrap-around arithmetic: a peer may already be one barrier ahead. */
     uint32_t got;
@@ -460,17 +473,17 @@ __device__ __forceinline__ void griddep_launch_dependents() {}
 
 /* The epoch of this call on this block: the slot's next one. Read by every thread before any
  * advances it (epochs_advance begins with a barrier). */
-__device__ __forceinline__ uint32_t call_seq(const Params &P) {
-  return symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[blockIdx.x]));
+__device__ __forceinline__ uint32_t call_seq(const Params &P, const Geo &g) {
+  return symmpin_oneshot_seq_next(ld_volatile_u32(&epochs(P)[g.b]));
 }
 
 /* LL, push: my lines into every rank's slot (mine included), region of source rank P.rank. */
-__device__ __forceinline__ void ll_push(const Params &P, uint32_t seq) {
+__device__ __forceinline__ void ll_push(const Params &P, uint32_t seq, const Geo &g) {
   const int n = P.nranks;
   const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
   const size_t L = P.units;
-  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
   const unsigned parity = seq & 1;
   for (size_t l = first; l < L; l += stride) {
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
@@ -488,11 +501,12 @@ __device__ __forceinline__ void ll_push(const Params &P, uint32_t seq) {
 /* LL, then: wait for every rank's line of this epoch and reduce in rank order. The same thread
  * pushed these input bytes (ll_push, same grid), so in place (recv == send) is safe. */
 template <class D, int OP>
-__device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq) {
+__device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq, const Geo &g,
+                                          int *abort_flag) {
   const int n = P.nranks;
   const size_t L = P.units;
-  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
   const unsigned parity = seq & 1;
   const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
   const char *own = P.slot[P.rank] + kHeader;
@@ -538,7 +552,10 @@ __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq) {
         break;
       }
     }
-    if (gave_up) break;
+    if (gave_up) {
+      *abort_flag = 1; /* a group's later calls of this block need not wait too */
+      break;
+    }
     uint32_t out[2];
     reduce_packs<D, OP, 8>(in, n, out);
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
@@ -548,12 +565,15 @@ __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq) {
 
 template <class D, int OP>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
+  __shared__ int abort_flag; /* written when a wait gives up; read only by group_kernel */
+  if (threadIdx.x == 0) abort_flag = 0;
   griddep_wait();
-  const uint32_t seq = call_seq(P);
-  ll_push(P, seq);
-  ll_reduce<D, OP>(P, seq);
+  const Geo g = launch_geo();
+  const uint32_t seq = call_seq(P, g);
+  ll_push(P, seq, g);
+  ll_reduce<D, OP>(P, seq, g, &abort_flag);
   griddep_launch_dependents();
-  epochs_advance(P, seq);
+  epochs_advance(P, seq, g);
 }
 
 /* ---- COPY and IN_SLOT algorithms ---- */
@@ -573,10 +593,10 @@ __device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, ui
 
 /* COPY, copy-in into this parity's staging units. Each block copies exactly the units it (and the
  * same block on every peer) reduces later, so only a per-block barrier is needed. */
-__device__ __forceinline__ void copy_in(const Params &P, uint32_t seq) {
+__device__ __forceinline__ void copy_in(const Params &P, uint32_t seq, const Geo &g) {
   const size_t V = P.units;
-  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
   const unsigned parity = seq & 1;
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
   for (size_t v = first; v < V; v += stride) {
@@ -592,13 +612,14 @@ __device__ __forceinline__ void copy_in(const Params &P, uint32_t seq) {
  * other parity, and the call after that runs only after its own start barrier proved every peer
  * finished this call (docs/kernels.md). */
 template <class D, int OP>
-__device__ __forceinline__ void copy_reduce(const Params &P, uint32_t seq, int *abort_flag) {
+__device__ __forceinline__ void copy_reduce(const Params &P, uint32_t seq, int *abort_flag,
+                                            const Geo &g) {
   const size_t V = P.units;
-  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
   const unsigned parity = seq & 1;
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
-  if (!barrier(P, seq, abort_flag)) return;
+  if (!barrier(P, seq, abort_flag, g)) return;
   for (size_t v = first; v < V; v += stride) {
     uint32_t out[4];
     reduce_unit<D, OP>(P, symmpin_oneshot_unit_index(v, parity) * U, out);
@@ -611,17 +632,18 @@ template <class D, int OP, bool kInSlot>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(const Params P) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
+  const Geo g = launch_geo();
   const size_t V = P.units;
-  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  uint32_t seq = call_seq(P);
+  const size_t first = g.first();
+  const size_t stride = g.stride();
+  uint32_t seq = call_seq(P, g);
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
 
   if constexpr (!kInSlot) {
-    copy_in(P, seq);
-    copy_reduce<D, OP>(P, seq, &abort_flag);
+    copy_in(P, seq, g);
+    copy_reduce<D, OP>(P, seq, &abort_flag, g);
   } else if (!P.inplace_slot) {
-    bool ok = barrier(P, seq, &abort_flag);
+    bool ok = barrier(P, seq, &abort_flag, g);
     if (ok) {
       for (size_t v = first; v < V; v += stride) {
         uint32_t out[4];
@@ -630,13 +652,13 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
       }
       /* End barrier: peers may still read my data area; the caller may overwrite it next. */
       seq = symmpin_oneshot_seq_next(seq);
-      barrier(P, seq, &abort_flag);
+      barrier(P, seq, &abort_flag, g);
     }
   } else {
     /* In place in the slot: results may replace my data only after every peer has read it, so
      * reduce a round into registers, barrier, then store. Every block runs the same number of
      * rounds so that all epoch entries advance alike. */
-    bool ok = barrier(P, seq, &abort_flag);
+    bool ok = barrier(P, seq, &abort_flag, g);
     const size_t per_round = stride * kRoundUnits;
     const size_t rounds = (V + per_round - 1) / per_round;
     for (size_t r = 0; ok && r < rounds; r++) {
@@ -647,7 +669,7 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
         if (v < V) reduce_unit<D, OP>(P, v * U, out[k]);
       }
       seq = symmpin_oneshot_seq_next(seq);
-      ok = barrier(P, seq, &abort_flag);
+      ok = barrier(P, seq, &abort_flag, g);
       if (!ok) break;
 #pragma unroll
       for (int k = 0; k < kRoundUnits; k++) {
@@ -656,7 +678,7 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
       }
     }
   }
-  epochs_advance(P, seq);
+  epochs_advance(P, seq, g);
 }
 
 /* ---- groups: several staged calls, each on its own slot, in one launch ---- */
@@ -665,38 +687,55 @@ constexpr int kGroupMax = SYMMPIN_KERNEL_GROUP_MAX;
 
 struct GroupParams {
   Params call[kGroupMax];
-  unsigned char algo[kGroupMax]; /* SYMMPIN_ALGO_ONESHOT_LL or _COPY */
+  unsigned char algo[kGroupMax];    /* SYMMPIN_ALGO_ONESHOT_LL or _COPY */
+  unsigned short blocks[kGroupMax]; /* each call's own launch geometry */
+  unsigned short threads[kGroupMax];
   int n;
 };
 static_assert(sizeof(GroupParams) <= 4096, "kernel parameters are limited to 4 KiB");
 
-/* Every block takes its share of every call, as it would in that call's own launch with this
- * grid: the same units, the same epochs and barrier flags of the call's slot, the same
- * arithmetic, so the same bits. First every call's push or copy-in, then every call's waits and
- * reductions, so the calls' round trips to the peers overlap. The calls' slots are disjoint, and
- * every rank makes the same group, so block b of one rank waits only for block b of its peers,
- * call by call in the same order: no wait that separate launches would not have. */
+/* Each call runs in the geometry of its own launch (Geo): blocks b < blocks[i] with threads
+ * t < threads[i] do what that launch's block b and thread t would, on the call's slot (units,
+ * epochs, barrier flags, arithmetic: the same bits). A rank may therefore group differently from
+ * its peers (other streams, another split) and still meet them block for block. First every
+ * call's push or copy-in, then every call's waits and reductions, so the round trips to the peers
+ * overlap; block b waits only for block b of its peers, call by call in call order, as separate
+ * launches in that order would. Once a wait of this block gave up, its later calls do not wait
+ * again (their epochs still advance, as after a failed launch of their own). */
 template <class D, int OP>
-__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) group_kernel(const GroupParams G) {
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2)
+    group_kernel(const __grid_constant__ GroupParams G) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
   griddep_wait();
   uint32_t seq[kGroupMax];
-  for (int i = 0; i < G.n; i++) seq[i] = call_seq(G.call[i]);
   for (int i = 0; i < G.n; i++) {
-    if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
-      ll_push(G.call[i], seq[i]);
-    else
-      copy_in(G.call[i], seq[i]);
+    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
+    if (g.b < g.nb) seq[i] = call_seq(G.call[i], g);
   }
   for (int i = 0; i < G.n; i++) {
+    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
+    if (g.b >= g.nb) continue;
     if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
-      ll_reduce<D, OP>(G.call[i], seq[i]);
+      ll_push(G.call[i], seq[i], g);
     else
-      copy_reduce<D, OP>(G.call[i], seq[i], &abort_flag);
+      copy_in(G.call[i], seq[i], g);
+  }
+  for (int i = 0; i < G.n; i++) {
+    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
+    if (g.b >= g.nb) continue;
+    __syncthreads();
+    if (abort_flag) break; /* the same in every thread of the block */
+    if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
+      ll_reduce<D, OP>(G.call[i], seq[i], g, &abort_flag);
+    else
+      copy_reduce<D, OP>(G.call[i], seq[i], &abort_flag, g);
   }
   griddep_launch_dependents();
-  for (int i = 0; i < G.n; i++) epochs_advance(G.call[i], seq[i]);
+  for (int i = 0; i < G.n; i++) {
+    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
+    if (g.b < g.nb) epochs_advance(G.call[i], seq[i], g);
+  }
 }
 
 /* ---- dispatch: from (datatype, op, algorithm) values to a kernel ---- */
@@ -970,9 +1009,12 @@ extern "C" symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call 
     symmpin_status st = prepare(c, &G.call[G.n], &algo, &g);
     if (st != SYMMPIN_OK) return st;
     if (g.blocks == 0) continue; /* count 0 */
-    G.algo[G.n++] = (unsigned char)algo;
-    /* One grid for all: the most blocks and threads any call has (a call's units are shared
-     * among whatever grid runs it; its epochs stay equal for any block count). */
+    G.algo[G.n] = (unsigned char)algo;
+    G.blocks[G.n] = (unsigned short)g.blocks;
+    G.threads[G.n] = (unsigned short)g.threads;
+    G.n++;
+    /* One grid for all: the most blocks and threads any call has; each call keeps its own
+     * geometry inside it (group_kernel). */
     if (g.blocks > grid.blocks) grid.blocks = g.blocks;
     if (g.threads > grid.threads) grid.threads = g.threads;
   }

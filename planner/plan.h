@@ -58,6 +58,10 @@ typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
  * 2 x H200 (docs/perf-notes.md). One definition for the library's configuration and the replay. */
 #define SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB 2
 #define SYMMPIN_PLAN_MAX_BYTES_DEFAULT ((uint64_t)SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB << 20)
+/* SYMMPIN_CAPTURE_BYTES when unset, in MiB: the capture arena of the library's plans (and the
+ * replay's). */
+#define SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB 64
+#define SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT ((uint64_t)SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB << 20)
 /* Slot offsets and sizes in the library's plans (the kernels' slots are multiples of it). */
 #define SYMMPIN_PLAN_ALIGNMENT 256
 

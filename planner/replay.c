@@ -346,6 +346,7 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
   }
 
   symmpin_plan_policy pol = {.mode = o->mode, .max_bytes = o->max_bytes,
+                             .capture_bytes = o->capture_bytes,
                              .alignment = SYMMPIN_PLAN_ALIGNMENT,
                              .slot_bytes = o->kernels->slot_bytes,
                              .supports = o->kernels->supports, .ctx = o->kernels->ctx,
@@ -637,10 +638,12 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
       fprintf(out, r ? ",%" PRIu64 : "%" PRIu64, c->ranks[r] ? c->ranks[r]->warmup_end : 0);
     fprintf(out, "],\"complete\":%s,\"same_sequence\":%s,\"agreed\":%s,\"epochs\":%d,\"failed_epochs\":%d,"
                  "\"digest\":\"%016" PRIx64 "\",\"pool_bytes\":%" PRIu64 ",\"dedicated_bytes\":%" PRIu64
-                 ",\"planned_bytes\":%" PRIu64 ",\"lower_bound_bytes\":%" PRIu64 ",\"sites\":[",
+                 ",\"planned_bytes\":%" PRIu64 ",\"capture_bytes\":%" PRIu64
+                 ",\"lower_bound_bytes\":%" PRIu64 ",\"sites\":[",
             c->complete ? "true" : "false", same_sequence(c) ? "true" : "false",
             c->agreed ? "true" : "false", c->epochs, c->failed_epochs, p ? p->digest : 0, p ? p->pool_bytes : 0,
-            p ? p->dedicated_bytes : 0, p ? p->pool_bytes : 0, p ? p->lower_bound_bytes : 0);
+            p ? p->dedicated_bytes : 0, p ? p->pool_bytes - p->capture_bytes : 0,
+            p ? p->capture_bytes : 0, p ? p->lower_bound_bytes : 0);
     /* One entry per (site, stream): what the plan decides for, with that stream's calls. */
     for (size_t k = 0; k < nrows; k++) {
       const key_info *ki = rows[k].k;
@@ -815,9 +818,11 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
           fprintf(out, ": NCCL, %s (epoch %u)\n", symmpin_plan_reason_name(s->reason), s->epoch);
       }
     }
-    fprintf(out, "  pool %" PRIu64 " bytes (dedicated would be %" PRIu64 ", lower bound %" PRIu64
-                 "), %zu of %zu site/stream pair(s) pinned\n",
-            p->pool_bytes, p->dedicated_bytes, p->lower_bound_bytes, p->npinned, p->nsites);
+    fprintf(out, "  pool %" PRIu64 " bytes: slots %" PRIu64 " (dedicated would be %" PRIu64
+                 ", lower bound %" PRIu64 ") and a capture arena of %" PRIu64
+                 "; %zu of %zu site/stream pair(s) pinned\n",
+            p->pool_bytes, p->pool_bytes - p->capture_bytes, p->dedicated_bytes,
+            p->lower_bound_bytes, p->capture_bytes, p->npinned, p->nsites);
     fprintf(out, "  agreement: %s\n", c->agreed ? "GO (every rank computes the same plan)"
                                                 : "FAIL (plans differ between ranks)");
   }

@@ -15,6 +15,7 @@ typedef struct symmpin_replay_options {
   symmpin_plan_mode mode;
   uint32_t warmup;            /* SYMMPIN_WARMUP; 0 = default */
   uint64_t max_bytes;         /* SYMMPIN_MAX_BYTES */
+  uint64_t capture_bytes;     /* SYMMPIN_CAPTURE_BYTES: the plans' capture arena, as the library's */
   bool json;                  /* one JSON document instead of the text report */
   const symmpin_plan_kernels *kernels; /* the library's binding: preload/agree.h */
 } symmpin_replay_options;

@@ -49,7 +49,7 @@ static const symmpin_config_var vars[] = {
     {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB) "M",
      "largest all-reduce (bytes) symmpin takes; larger ones go to NCCL", OFF(max_bytes), 0,
      (uint64_t)1 << 40, NULL},
-    {"SYMMPIN_CAPTURE_BYTES", SYMMPIN_CONFIG_SIZE, "64M",
+    {"SYMMPIN_CAPTURE_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB) "M",
      "symmetric memory per communicator for all-reduces captured into CUDA graphs (the capture "
      "arena, reserved at the first plan; a graph's calls on one stream share a slot per slot "
      "class); 0: captured calls go to NCCL",

@@ -570,6 +570,9 @@ static symmpin_reason capture_route(symmpin_comm *c, struct symmpin_engine_comm 
                                     symmpin_plan_site *out) {
   const symmpin_allreduce_call *a = ec->call;
   const symmpin_config *cfg = symmpin_config_get();
+  /* The capture state could not be read (ec->capture_id 0): maybe not a capture at all. NCCL,
+   * rather than arena bytes a peer that knows better would not take. */
+  if (ec->capture_id == 0) return SYMMPIN_REASON_CAPTURE;
   if (!symmpin_kernel_supports(a->dtype, a->op)) return SYMMPIN_REASON_TYPE_OP;
   if (cfg->max_bytes && (uint64_t)a->count * symmpin_dtype_size(a->dtype) > cfg->max_bytes)
     return SYMMPIN_REASON_TOO_LARGE;
@@ -626,12 +629,12 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
   cudaStream_t s = (cudaStream_t)stream;
   slot_order *so[SYMMPIN_KERNEL_GROUP_MAX] = {0};
   bool ok = true;
+  /* Every slot's entry first (adding one may move the table), then pointers into it. */
+  for (int i = 0; ok && i < n && !capturing; i++) ok = order_of(e, offsets[i]) != NULL;
   for (int i = 0; ok && i < n && !capturing; i++) {
-    so[i] = order_of(e, offsets[i]);
+    so[i] = order_find(e, offsets[i]);
     /* An unknown ordinal (-1) may be any stream: wait. */
-    if (!so[i])
-      ok = false;
-    else if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
+    if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
       ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
   }
   int timing = ok && timed ? timing_start(c, e, timed, true) : -1;
@@ -674,6 +677,14 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
 static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
   group_batch *b = &e->batch;
   if (b->n == 0) return true;
+  if (symmpin_comm_stream_is_per_thread(b->stream) && !pthread_equal(b->owner, pthread_self())) {
+    /* cudaStreamPerThread names this thread's stream here, not the owner's: no launch on it. */
+    SYMMPIN_WARN("comm %d rank %d: another thread used the communicator while a group of "
+                 "cudaStreamPerThread calls was held; the group cannot be launched",
+                 c->ordinal, c->rank);
+    b->n = 0;
+    return false;
+  }
   int cur = device_enter(c);
   bool ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord,
                            b->capturing, NULL);
@@ -704,6 +715,10 @@ static bool batch_add(symmpin_comm *c, struct symmpin_engine_comm *e, const symm
   b->calls[b->n] = k;
   b->offsets[b->n++] = slot->offset;
   return true;
+}
+
+void symmpin_engine_group_drop(symmpin_comm *c) {
+  if (c->engine) c->engine->batch.n = 0;
 }
 
 int symmpin_engine_group_flush(symmpin_comm *c) {
@@ -857,6 +872,11 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
 void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
+  /* Calls held for a group that never ended returned ncclSuccess: run them (the peers, ending
+   * alike, run theirs) before anything is freed. */
+  if (e->batch.n && symmpin_engine_group_flush(c) != 0)
+    SYMMPIN_WARN("comm %d rank %d: the held calls of an unfinished group could not be launched at "
+                 "the communicator's end", c->ordinal, c->rank);
   c->engine = NULL;
   /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:
    * keep what the error record says, and stop pointing at it long before it is freed below (the

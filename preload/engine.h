@@ -39,6 +39,11 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
  * is then in error: the peers run those calls). Caller holds c->lock. */
 int symmpin_engine_group_flush(symmpin_comm *c);
 
+/* ncclGroupSimulateEnd: NCCL runs nothing of the group, so neither does symmpin: drop c's held
+ * calls (calls launched before the group's end, where a group was split, have run: a known
+ * limit). Caller holds c->lock. */
+void symmpin_engine_group_drop(symmpin_comm *c);
+
 /* NCCL has enqueued a call the engine is timing (SYMMPIN_MEASURE): end the timing (rc: NCCL's
  * result; an error drops it). Caller holds c->lock. */
 void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc);

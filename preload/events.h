@@ -75,6 +75,9 @@ void symmpin_event_group_start(int rc);
 /* Before the real ncclGroupEnd: at the outermost one, launch the calls held for the group. 0, or
  * the ncclResult_t ncclGroupEnd must report (a launch failed: the communicator is in error). */
 int symmpin_event_group_flush(void);
+/* Before the real ncclGroupSimulateEnd (which runs nothing): at the outermost one, drop the calls
+ * held for the group. */
+void symmpin_event_group_drop(void);
 void symmpin_event_group_end(int rc);
 
 typedef struct symmpin_allreduce_call {

@@ -36,11 +36,11 @@ static __thread int group_depth __attribute__((tls_model("initial-exec")));
  * group's calls from the next group's (planner/record.h renumbers tokens per communicator). */
 static __thread uint64_t group_seq __attribute__((tls_model("initial-exec")));
 /* Communicators whose engine holds this thread's calls for its group's launch (each with a
- * reference), launched at the outermost ncclGroupEnd. A call on a ninth communicator is launched
- * at once instead. */
-#define GROUP_COMMS 8
-static __thread symmpin_comm *group_comms[GROUP_COMMS] __attribute__((tls_model("initial-exec")));
-static __thread int ngroup_comms __attribute__((tls_model("initial-exec")));
+ * reference), launched at the outermost ncclGroupEnd. Grows as needed: launching one
+ * communicator's calls early while another's wait for the group's end could order them
+ * differently on two GPUs that one thread drives (a cycle NCCL alone would not have). */
+static __thread symmpin_comm **group_comms __attribute__((tls_model("initial-exec")));
+static __thread int ngroup_comms, group_comms_cap __attribute__((tls_model("initial-exec")));
 
 /* State carried from symmpin_event_allreduce to its _result on the same thread. */
 typedef struct pending_allreduce {
@@ -350,19 +350,27 @@ void symmpin_event_group_start(int rc) {
   group_trace(SYMMPIN_TRACE_GROUP_START, rc);
 }
 
-/* Whether cm holds calls of this thread's group, or could. */
+/* Whether cm may hold calls of this thread's group: it does, or the list has room for it (made
+ * now: an engine that holds a call must be flushed at the group's end). Out of memory: no. */
 static bool group_may_hold(const symmpin_comm *cm) {
   if (group_depth == 0) return false;
   for (int i = 0; i < ngroup_comms; i++)
     if (group_comms[i] == cm) return true;
-  return ngroup_comms < GROUP_COMMS;
+  if (ngroup_comms < group_comms_cap) return true;
+  int cap = group_comms_cap ? 2 * group_comms_cap : 8;
+  symmpin_comm **v = realloc(group_comms, (size_t)cap * sizeof *v);
+  if (!v) return false;
+  group_comms = v;
+  group_comms_cap = cap;
+  return true;
 }
 
 static void group_note_held(symmpin_comm *cm) {
   for (int i = 0; i < ngroup_comms; i++)
     if (group_comms[i] == cm) return;
   symmpin_comm *ref = symmpin_comm_acquire(cm->handle);
-  if (ref) group_comms[ngroup_comms++] = ref;
+  if (ref && ngroup_comms < group_comms_cap) group_comms[ngroup_comms++] = ref;
+  else symmpin_comm_put(ref); /* cannot happen: group_may_hold made room */
 }
 
 int symmpin_event_group_flush(void) {
@@ -379,6 +387,18 @@ int symmpin_event_group_flush(void) {
   }
   ngroup_comms = 0;
   return rc;
+}
+
+void symmpin_event_group_drop(void) {
+  if (!symmpin_events_enabled() || group_depth != 1) return;
+  for (int i = 0; i < ngroup_comms; i++) {
+    symmpin_comm *cm = group_comms[i];
+    pthread_mutex_lock(&cm->lock);
+    if (!atomic_load(&cm->ended)) symmpin_engine_group_drop(cm);
+    pthread_mutex_unlock(&cm->lock);
+    symmpin_comm_put(cm);
+  }
+  ngroup_comms = 0;
 }
 
 void symmpin_event_group_end(int rc) {

@@ -1,5 +1,6 @@
 /* symmpin-replay: run the planner on recorded traces, on the CPU (see planner/replay.h).
  *   symmpin-replay [--json] [--planner dedicated|shared] [--warmup N] [--max-bytes N]
+ *                  [--capture-bytes N]
  *                  [--allow-mixed] TRACE...
  * Before replaying, the traces are checked to be one job's, each process once (the replay itself
  * would silently plan a file given twice as twice the calls, and two jobs as unrelated
@@ -31,19 +32,21 @@
 static void usage(FILE *to) {
   fprintf(to,
           "usage: symmpin-replay [--json] [--planner dedicated|shared] [--warmup N]\n"
-          "                      [--max-bytes N] [--allow-mixed] TRACE...\n"
+          "                      [--max-bytes N] [--capture-bytes N] [--allow-mixed] TRACE...\n"
           "       symmpin-replay --help | --version\n"
           "Replays symmpin traces of all ranks of a job (one file per process; a file may hold\n"
           "several ranks) and prints per communicator: call sites, buffers, whether ranks agree,\n"
           "and the plan every rank would make, per call site and stream. Defaults as in the\n"
-          "library: --planner shared, --warmup %u, --max-bytes %lluK. Sizes accept K, M, G.\n"
+          "library: --planner shared, --warmup %u, --max-bytes %lluK, --capture-bytes %lluM.\n"
+          "Sizes accept K, M, G.\n"
           "The traces must be one job's, each process once: a file given twice (or a copy), two\n"
           "files with the same rank of a communicator, and files of different jobs (no\n"
           "communicator in common) are refused; --allow-mixed replays them anyway, a copy once.\n"
           "Exit status: 0 report printed, 1 a trace could not be read, 2 bad usage, 3 the\n"
           "traces are not one job's.\n",
           (unsigned)SYMMPIN_WARMUP_DEFAULT,
-          (unsigned long long)(SYMMPIN_PLAN_MAX_BYTES_DEFAULT >> 10));
+          (unsigned long long)(SYMMPIN_PLAN_MAX_BYTES_DEFAULT >> 10),
+          (unsigned long long)(SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT >> 20));
 }
 
 /* Decimal with an optional K/M/G (binary) suffix, as the library's environment variables. */
@@ -74,13 +77,15 @@ static int usage_error(const char *fmt, ...) {
   return 2;
 }
 
-enum { OPT_JSON = 256, OPT_PLANNER, OPT_WARMUP, OPT_MAX_BYTES, OPT_ALLOW_MIXED, OPT_VERSION };
+enum { OPT_JSON = 256, OPT_PLANNER, OPT_WARMUP, OPT_MAX_BYTES, OPT_CAPTURE_BYTES, OPT_ALLOW_MIXED,
+       OPT_VERSION };
 
 static const struct option longopts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"planner", required_argument, NULL, OPT_PLANNER},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+    {"capture-bytes", required_argument, NULL, OPT_CAPTURE_BYTES},
     {"allow-mixed", no_argument, NULL, OPT_ALLOW_MIXED},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -334,6 +339,7 @@ int main(int argc, char **argv) {
   symmpin_replay_options o = {.mode = SYMMPIN_PLAN_SHARED,
                               .warmup = SYMMPIN_WARMUP_DEFAULT,
                               .max_bytes = SYMMPIN_PLAN_MAX_BYTES_DEFAULT,
+                              .capture_bytes = SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT,
                               .kernels = &symmpin_agree_kernels};
   bool allow_mixed = false;
   unsigned long long v;
@@ -358,6 +364,11 @@ int main(int argc, char **argv) {
     case OPT_MAX_BYTES:
       if (parse_size(optarg, &v)) return usage_error("bad --max-bytes '%s' (bytes, K/M/G)", optarg);
       o.max_bytes = v;
+      break;
+    case OPT_CAPTURE_BYTES:
+      if (parse_size(optarg, &v))
+        return usage_error("bad --capture-bytes '%s' (bytes, K/M/G)", optarg);
+      o.capture_bytes = v;
       break;
     default: return option_error(c, argv);
     }

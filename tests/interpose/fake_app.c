@@ -80,6 +80,12 @@ static void basic(void) {
   CHECK(site_b(nm, nm, 8, comm, s2) == ncclSuccess, "site_b in group, in place");
   CHECK(ncclGroupEnd() == ncclSuccess, "group end");
   fake_cuda_set_capturing(0);
+  /* A simulated group end (NCCL 2.22+) leaves the group too: the next group ends normally. */
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  CHECK(ncclGroupStart() == ncclSuccess, "group start (simulated)");
+  CHECK(site_b(nm, nm, 8, comm, s2) == ncclSuccess, "site_b in a simulated group");
+  CHECK(ncclGroupSimulateEnd(&sim) == ncclSuccess, "simulated group end");
+  CHECK(ncclGroupStart() == ncclSuccess && ncclGroupEnd() == ncclSuccess, "group after it");
 
   ncclComm_t child;
   CHECK(ncclCommSplit(comm, 3, 0, &child, NULL) == ncclSuccess, "split");
@@ -93,7 +99,7 @@ static void basic(void) {
   CHECK(cudaFree(recv) == cudaSuccess, "free recv");
   CHECK(cudaFree(send) == cudaSuccess, "free send");
   /* The fakes ran every call once. */
-  CHECK(fake_nccl_count("ncclAllReduce") == 7, "fake all-reduces %ld", fake_nccl_count("ncclAllReduce"));
+  CHECK(fake_nccl_count("ncclAllReduce") == 8, "fake all-reduces %ld", fake_nccl_count("ncclAllReduce"));
   CHECK(fake_cuda_count("cudaMalloc") == 2, "fake mallocs %ld", fake_cuda_count("cudaMalloc"));
   CHECK(fake_nccl_count("ncclCommDestroy") == 2, "fake destroys");
 }

@@ -242,7 +242,7 @@ Test(preloaded, basic_trace, .timeout = 30) {
   cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_CUDA_FREE_ASYNC), 1);
   cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_NCCL_MEM_ALLOC), 1);
   cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_NCCL_MEM_FREE), 1);
-  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_ALL_REDUCE), 7);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_ALL_REDUCE), 8);
   cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_DESTROY), 2);
   cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_FINALIZE), 1);
 
@@ -260,8 +260,8 @@ Test(preloaded, basic_trace, .timeout = 30) {
   cr_assert_eq(init->nranks, 2);
   cr_assert_eq(init->rc, 0);
 
-  const symmpin_trace_event *a[7];
-  for (int i = 0; i < 7; i++) a[i] = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, (size_t)i);
+  const symmpin_trace_event *a[8];
+  for (int i = 0; i < 8; i++) a[i] = nth(&tf, SYMMPIN_TRACE_ALL_REDUCE, (size_t)i);
   /* Three calls at site_a with one shape: one site, one stack. */
   cr_assert_eq(a[0]->site, a[1]->site);
   cr_assert_eq(a[0]->site, a[2]->site);
@@ -301,9 +301,12 @@ Test(preloaded, basic_trace, .timeout = 30) {
   cr_assert_eq(split->comm, 1);
   cr_assert_eq(split->parent, 0);
   cr_assert_eq(split->color, 3);
-  cr_assert_eq(a[6]->comm, 1);
-  cr_assert_eq(a[6]->rank, 1);
-  cr_assert_eq(a[6]->nranks, 2);
+  /* a[6]: the call of the simulated group (ncclGroupSimulateEnd), traced like any. */
+  cr_assert_eq(a[6]->comm, 0);
+  cr_assert_eq(a[6]->count, 8u);
+  cr_assert_eq(a[7]->comm, 1);
+  cr_assert_eq(a[7]->rank, 1);
+  cr_assert_eq(a[7]->nranks, 2);
   /* Group depth after start/end. */
   cr_assert_eq(nth(&tf, SYMMPIN_TRACE_GROUP_START, 0)->depth, 1);
   cr_assert_eq(nth(&tf, SYMMPIN_TRACE_GROUP_END, 0)->depth, 0);
@@ -330,7 +333,7 @@ Test(preloaded, ids_identical_across_runs, .timeout = 60) {
     cr_assert_eq(t1.events[i].site, t2.events[i].site, "event %zu", i);
     compared += t1.events[i].site != 0;
   }
-  cr_assert_eq(compared, 7);
+  cr_assert_eq(compared, 8);
   symmpin_trace_file_free(&t1);
   symmpin_trace_file_free(&t2);
 }

@@ -137,8 +137,8 @@ def _():
     check_layout(c)
     slots = [v["slot_bytes"] for v in s.values()]
     assert min(slots) > 0
-    assert c["pool_bytes"] == c["planned_bytes"] == class_pool(s.values()), (c["pool_bytes"], slots)
-    assert c["lower_bound_bytes"] == c["pool_bytes"]
+    assert c["pool_bytes"] - c["capture_bytes"] == c["planned_bytes"] == class_pool(s.values()), (c["planned_bytes"], slots)
+    assert c["lower_bound_bytes"] == c["planned_bytes"]
     assert c["dedicated_bytes"] == sum(slots)
 
 
@@ -150,7 +150,7 @@ def _():
     for v in c["sites"]:  # listed in order of first call
         assert v["pinned"] and v["offset"] == off, (v, off)
         off += v["slot_bytes"]
-    assert c["pool_bytes"] == c["dedicated_bytes"] == off
+    assert c["planned_bytes"] == c["dedicated_bytes"] == off
     check_layout(c, dedicated=True)
 
 
@@ -162,7 +162,7 @@ def _():
     assert [k for k in sorted(s) if not s[k]["pinned"]] == ["a1", "b2"], s
     assert s["a1"]["reason"] == "too large" and s["b2"]["reason"] == "too large"
     assert s["c3"]["pinned"] and s["d4"]["pinned"]
-    assert c["pool_bytes"] == class_pool([s["c3"], s["d4"]]) > 0
+    assert c["planned_bytes"] == class_pool([s["c3"], s["d4"]]) > 0
     check_layout(c)
 
 
@@ -191,7 +191,7 @@ def _():
     assert s["ee"]["calls"] == 1 and s["b2"]["calls"] == 12 and s["b2"]["rank"] == 0
     for k in ("a1", "c3", "d4"):
         assert s[k]["pinned"], s[k]
-    assert c["pool_bytes"] == class_pool(s[k] for k in ("a1", "c3", "d4"))
+    assert c["planned_bytes"] == class_pool(s[k] for k in ("a1", "c3", "d4"))
     check_layout(c)
 
 
@@ -222,7 +222,7 @@ def _():
         assert (s[x]["offset"] == s[y]["offset"]) == (s[x]["class"] == s[y]["class"]), (s[x], s[y])
     assert s["a1"]["offset"] != s["b2"]["offset"]
     check_layout(c)
-    assert c["pool_bytes"] == class_pool(s.values()) == c["lower_bound_bytes"], c["pool_bytes"]
+    assert c["planned_bytes"] == class_pool(s.values()) == c["lower_bound_bytes"], c["planned_bytes"]
 
 
 @check("incomplete: a missing rank means no agreement")
@@ -250,7 +250,7 @@ def _():
     # Each later epoch's bigger site cannot join the old slot (it would cross the old pool's end,
     # where the next chunk of symmetric memory starts), so the pool is more than one slot per class
     # here, but still less than one slot per site.
-    assert class_pool(c["sites"]) < c["pool_bytes"] <= c["dedicated_bytes"], c
+    assert class_pool(c["sites"]) < c["planned_bytes"] <= c["dedicated_bytes"], c
 
 
 @check("mixed2: one site on two streams is one entry on its first stream; kernel variants never share a slot")
@@ -272,7 +272,7 @@ def _():
     assert e[("6b", 0)]["kernel"] == "copy", e[("6b", 0)]
     assert e[("6b", 0)]["offset"] != e[("5a", 0)]["offset"]
     check_layout(c)
-    assert c["pool_bytes"] == class_pool(c["sites"]) == c["lower_bound_bytes"]
+    assert c["planned_bytes"] == class_pool(c["sites"]) == c["lower_bound_bytes"]
 
 
 def plan_lines(text):
@@ -464,7 +464,7 @@ def real_set(name):
         pinned = [s for s in c["sites"] if s["pinned"]]
         assert pinned, "nothing pinned"
         planned, dedicated, bound = c["planned_bytes"], c["dedicated_bytes"], c["lower_bound_bytes"]
-        assert planned == c["pool_bytes"]
+        assert planned == c["pool_bytes"] - c["capture_bytes"]
         assert dedicated == sum(s["slot_bytes"] for s in pinned), dedicated
         assert planned <= 1.05 * bound + 256, (planned, bound)
         assert bound <= planned <= dedicated, (bound, planned, dedicated)

@@ -42,6 +42,13 @@ bool stand_in_hold;
 int stand_in_flushes, stand_in_flush_rc;
 static int held; /* calls held since the last flush, all communicators */
 
+int stand_in_drops;
+void symmpin_engine_group_drop(symmpin_comm *c) {
+  (void)c;
+  if (held) stand_in_drops++;
+  held = 0;
+}
+
 int symmpin_engine_group_flush(symmpin_comm *c) {
   (void)c;
   if (!held) return 0;

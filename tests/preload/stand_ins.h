@@ -20,6 +20,7 @@ extern symmpin_engine_call stand_in_last_call;
 extern bool stand_in_hold;      /* the engine holds calls it takes in a group when it may */
 extern int stand_in_flushes;    /* symmpin_engine_group_flush calls that had calls held */
 extern int stand_in_flush_rc;   /* what they return */
+extern int stand_in_drops;      /* symmpin_engine_group_drop calls that had calls held */
 extern uint64_t stand_in_last_index; /* c->allreduces seen by the engine */
 
 #endif

@@ -172,6 +172,7 @@ static void run_agreement(comm_calls *c) {
         .key = key, .comm = c->ordinal, .rank = r, .nranks = c->nranks,
         .warmup = SYMMPIN_WARMUP_DEFAULT, .mode = SYMMPIN_PLAN_SHARED,
         .max_bytes = SYMMPIN_PLAN_MAX_BYTES_DEFAULT, .timeout_ms = 20000,
+        .capture_bytes = SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT,
         .ops = {.ctx = (void *)(intptr_t)r, .gpu_facts = ok_facts, .check_peers = ok_peers,
                 .reserve = ok_reserve, .attach = ok_attach, .settle = ok_settle},
     };
@@ -209,6 +210,7 @@ static void replay_json(const char *const *paths, int n, char **json) {
   symmpin_replay_options o = {
       .mode = SYMMPIN_PLAN_SHARED, .warmup = SYMMPIN_WARMUP_DEFAULT,
       .max_bytes = SYMMPIN_PLAN_MAX_BYTES_DEFAULT, .json = true,
+      .capture_bytes = SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT,
       .kernels = &symmpin_agree_kernels,
   };
   cr_assert_eq(symmpin_replay_run(paths, n, &o, out), SYMMPIN_OK);

@@ -508,3 +508,30 @@ Test(events, the_watch_polls_every_communicator_without_any_call) {
   usleep(50000);
   cr_assert_eq(stand_in_polls, after, "the watch stopped with the preload");
 }
+
+/* ncclGroupSimulateEnd runs nothing of the group: the held calls are dropped, never launched, and
+ * the thread leaves the group (a later group launches its own at its end). */
+Test(events, a_simulated_group_end_drops_the_held_calls) {
+  void *h = (void *)0xcc;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 19, 31, 2, 0, 0, true, 0);
+  stand_in_take_count = 8;
+  stand_in_take_rc = 0;
+  stand_in_hold = true;
+  stand_in_flushes = stand_in_drops = 0;
+  symmpin_allreduce_call call = {.send = (void *)0x900000, .recv = (void *)0x900000, .count = 8,
+                                 .dtype = 9, .op = 4, .comm = h, .stream = NULL, .stack = 0xfeed};
+  int rc = -1;
+  symmpin_event_group_start(0);
+  cr_assert(symmpin_event_allreduce(&call, &rc) && stand_in_last_call.batched);
+  symmpin_event_group_drop();
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_drops, 1);
+  cr_assert_eq(symmpin_preload_group_depth(), 0);
+  symmpin_event_group_start(0);
+  cr_assert(symmpin_event_allreduce(&call, &rc) && stand_in_last_call.batched);
+  cr_assert_eq(symmpin_event_group_flush(), 0);
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_flushes, 1, "the next group launches at its end");
+  cr_assert_eq(stand_in_drops, 1);
+  stand_in_hold = false;
+}
