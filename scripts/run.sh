@@ -60,9 +60,10 @@ for c in doc["comms"]:
           f"({redirected} of {calls} calls per rank are at pinned sites)")
     if why:
         print("  left to NCCL: " + ", ".join(f"{n} site(s) {r}" for r, n in sorted(why.items())))
-    print(f"  symmetric memory per rank: {c['pool_bytes']:,} bytes planned; "
+    print(f"  symmetric memory per rank: {c['planned_bytes']:,} bytes of slots planned; "
           f"{c['dedicated_bytes']:,} if every site had its own slot; "
-          f"lower bound {c['lower_bound_bytes']:,}")
+          f"lower bound {c['lower_bound_bytes']:,}; plus a capture arena of "
+          f"{c.get('capture_bytes', 0):,} for CUDA graphs (SYMMPIN_CAPTURE_BYTES)")
 print()
 print("Legend: a call site is one place in the program that calls ncclAllReduce (with its")
 print("communicator, size, datatype and op). Warm-up: the first calls, which symmpin only records.")
