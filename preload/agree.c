@@ -456,7 +456,9 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
   switch (a->phase) {
   case PHASE_IDLE: {
     symmpin_plan_policy pol = plan_policy(a);
-    bool missing = symmpin_plan_shape_missing(a->plan, &pol, call->count, call->dtype, call->op);
+    /* A captured call needs no plan for its shape (the capture arena takes it). */
+    bool missing = !call->capturing &&
+                   symmpin_plan_shape_missing(a->plan, &pol, call->count, call->dtype, call->op);
     if (symmpin_schedule_call(&a->sched, n,
                               symmpin_warmup_key(a->p.comm, call->count, call->dtype, call->op),
                               missing))
