@@ -39,9 +39,11 @@ bool symmpin_schedule_call(symmpin_schedule *s, uint64_t n, uint64_t warmup_key,
   } else if (!symmpin_epochs_due(&s->epochs, n)) {
     /* Counted only once the agreement is over: the engine sees no calls during one, and the plan
      * in force is then the same for the engine and the replay. */
-    if (!shape_missing || !s->early_armed || !agreement_over(s, n) ||
-        ++s->missing < SYMMPIN_SCHEDULE_EARLY_CALLS)
-      return false;
+    if (!shape_missing || !s->early_armed || !agreement_over(s, n)) return false;
+    if (s->missing < SYMMPIN_SCHEDULE_EARLY_CALLS) s->missing++;
+    /* At most one record per SYMMPIN_WARMUP calls this way: a program whose shapes never stop
+     * changing costs an agreement (and a pool chunk) that often, not every few calls. */
+    if (s->missing < SYMMPIN_SCHEDULE_EARLY_CALLS || n < s->closed_at + s->epochs.base) return false;
     s->early = true;
   }
   s->missing = 0;

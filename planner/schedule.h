@@ -18,9 +18,11 @@
  *             fails, and every rank closes next at max(closes) + interval;
  *   early     once a plan exists, the SYMMPIN_SCHEDULE_EARLY_CALLS-th call since the last
  *             agreement ended whose shape the plan lacks (symmpin_plan_shape_missing: the same on
- *             every rank) closes the record at once: a program that moves to new shapes (other
- *             token counts, another batch size) gets them planned within a few calls instead of
- *             an interval of up to 512. An early epoch that plans nothing new disarms this rule
+ *             every rank) closes the record, though never within SYMMPIN_WARMUP calls of the
+ *             last close: a program that moves to new shapes (other token counts, another batch
+ *             size) gets them planned within about SYMMPIN_WARMUP calls instead of an interval
+ *             of up to 512, and one whose shapes never stop changing pays an agreement per
+ *             SYMMPIN_WARMUP calls at most. An early epoch that plans nothing new disarms this rule
  *             until a later epoch does, so shapes that cannot be planned never cost more than one
  *             extra epoch.
  *

@@ -90,8 +90,16 @@ static uint64_t run_missing(symmpin_schedule *s, uint64_t *n, uint64_t limit, ui
   return 0;
 }
 
+/* The earliest call an early close can come at after a close at c: the 8th missing call counted
+ * once the agreement is over, and never within B (SYMMPIN_WARMUP) calls of the close. */
+static uint64_t early_at(uint64_t c) {
+  uint64_t a = c + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS;
+  return a > c + B ? a : c + B;
+}
+
 /* After the first plan, calls of a shape it lacks close the record at the 8th such call (counted
- * once the agreement in progress is over), not at the next regular close; an early epoch that
+ * once the agreement in progress is over, and at least B calls after the close), not at the next
+ * regular close; an early epoch that
  * plans nothing new disarms the rule (such shapes cannot be planned) until a regular epoch plans
  * something new. */
 Test(schedule, calls_of_a_shape_the_plan_lacks_close_the_record_early) {
@@ -102,19 +110,19 @@ Test(schedule, calls_of_a_shape_the_plan_lacks_close_the_record_early) {
   symmpin_schedule_agreed(&s, true); /* regular next: w + 2B */
   /* missing from w + 1 on: the calls up to w + 3 belong to the agreement and do not count */
   uint64_t e = run_missing(&s, &n, 1000, w + 1, 1000);
-  cr_assert_eq(e, w + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS, "early close at %lu", (unsigned long)e);
+  cr_assert_eq(e, early_at(w), "early close at %lu", (unsigned long)e);
   cr_assert_lt(e, w + 2 * B);
   symmpin_schedule_agreed(&s, true); /* it planned the new shape: one interval from here */
   cr_assert_eq(run_to_close(&s, &n, 1000), e + B);
   symmpin_schedule_agreed(&s, false);
   uint64_t e2 = run_missing(&s, &n, 1000, n, 1000);
-  cr_assert_eq(e2, e + B + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS);
+  cr_assert_eq(e2, early_at(e + B));
   symmpin_schedule_agreed(&s, false); /* nothing new: disarmed, the regular close comes */
   uint64_t r = run_missing(&s, &n, 2000, n, 2000);
   cr_assert_eq(r, e + B + 2 * B, "the regular close (interval doubled), not an early one: %lu",
                (unsigned long)r);
   symmpin_schedule_agreed(&s, true); /* a regular epoch planned something: armed again */
-  cr_assert_eq(run_missing(&s, &n, 3000, n, 3000), r + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS);
+  cr_assert_eq(run_missing(&s, &n, 3000, n, 3000), early_at(r));
   symmpin_schedule_free(&s);
 }
 
@@ -126,8 +134,25 @@ Test(schedule, a_failed_early_epoch_disarms_the_early_rule) {
   uint64_t w = run_to_close(&s, &n, 1000);
   symmpin_schedule_agreed(&s, true);
   uint64_t e = run_missing(&s, &n, 1000, w + 1, 1000);
-  cr_assert_eq(e, w + 3 + SYMMPIN_SCHEDULE_EARLY_CALLS);
+  cr_assert_eq(e, early_at(w));
   symmpin_schedule_failed(&s);
   cr_assert_eq(run_missing(&s, &n, 1000, n, 1000), w + 2 * B, "the regular close");
+  symmpin_schedule_free(&s);
+}
+
+/* Shapes that never stop changing: an early close at most every B calls. */
+Test(schedule, ever_new_shapes_close_at_most_once_per_warmup_interval) {
+  symmpin_schedule s;
+  open_schedule(&s, B);
+  uint64_t n = 1;
+  uint64_t last = run_to_close(&s, &n, 1000);
+  symmpin_schedule_agreed(&s, true);
+  for (int k = 0; k < 20; k++) {
+    uint64_t c = run_missing(&s, &n, 5000, 0, 5000);
+    cr_assert_geq(c, last + B, "close %d at %lu, the last at %lu", k, (unsigned long)c,
+                  (unsigned long)last);
+    symmpin_schedule_agreed(&s, true); /* every epoch plans something new */
+    last = c;
+  }
   symmpin_schedule_free(&s);
 }
