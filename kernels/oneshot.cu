@@ -40,7 +40,7 @@ constexpr int kRoundUnits = 2; /* IN_SLOT in place: units per thread held in reg
 
 static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4 <= SYMMPIN_ONESHOT_IDENT_OFFSET, "header");
 static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET % 8 == 0, "ident alignment");
-static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET + 8 * kMaxRanks <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
+static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET + 2 * 8 * kMaxRanks <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
 static_assert(SYMMPIN_ONESHOT_BAR_OFFSET >= 4 * SYMMPIN_ONESHOT_MAX_BLOCKS, "epochs overlap bars");
 
 struct Params {
@@ -421,7 +421,7 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
   const int s = (int)g.t;
   if (s < P.nranks) {
     /* Who I am at this barrier, then the flag that releases it (the release orders both). */
-    st_volatile_u64((uint64_t *)(P.slot[s] + SYMMPIN_ONESHOT_IDENT_OFFSET) + P.rank,
+    st_volatile_u64((uint64_t *)(P.slot[s] + SYMMPIN_ONESHOT_IDENT_OFFSET) + (seq & 1) * kMaxRanks + P.rank,
                     (uint64_t)seq << 32 | P.id);
     uint32_t *flags = (uint32_t *)(P.slot[s] + SYMMPIN_ONESHOT_BAR_OFFSET);
     st_release_sys(&flags[g.b * kMaxRanks + P.rank], seq);
@@ -429,18 +429,20 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
                            g.b * kMaxRanks + s;
     long long start = clock64();
     /* >= in wrap-around arithmetic: a peer may already be one barrier ahead. */
-    uint32_t got;
-    while ((int32_t)((got = ld_acquire_sys(mine)) - seq) < 0) {
+    bool arrived = true;
+    while ((int32_t)(ld_acquire_sys(mine) - seq) < 0) {
       if (expired(P, start)) {
         report_timeout(P, s, seq);
         *abort_flag = 1;
+        arrived = false;
         break;
       }
     }
-    /* At this very barrier: the peer's identity must be this call's. (A peer already past it
-     * has checked mine; its ident may then show its next barrier.) */
-    if (got == seq) {
-      uint64_t who = ld_volatile_u64((const uint64_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_IDENT_OFFSET) + s);
+    /* The peer's identity at this barrier must be this call's (ident[seq & 1] still holds it,
+     * also when the peer is already one barrier ahead: see oneshot_layout.h). */
+    if (arrived) {
+      uint64_t who = ld_volatile_u64((const uint64_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_IDENT_OFFSET) +
+                                     (seq & 1) * kMaxRanks + s);
       if ((uint32_t)(who >> 32) == seq && (uint32_t)who != P.id) {
         report_timeout(P, s, seq, true);
         *abort_flag = 1;
@@ -724,8 +726,12 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2)
   for (int i = 0; i < G.n; i++) {
     const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
     if (g.b >= g.nb) continue;
+    /* Read between two barriers: no thread of the block writes the flag there, so every thread
+     * takes the same branch. */
     __syncthreads();
-    if (abort_flag) break; /* the same in every thread of the block */
+    const int stop = abort_flag;
+    __syncthreads();
+    if (stop) break;
     if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
       ll_reduce<D, OP>(G.call[i], seq[i], g, &abort_flag);
     else

@@ -11,7 +11,8 @@
  *   - bar[b][s]: barrier flags; rank s writes the barrier sequence number it reached with block b
  *     into every peer's bar[b][s]. One 32-byte sector per block.
  *   - timeout_seq: the epoch of the last call that reported a timeout (one printed line per call).
- *   - ident[s]: rank s's (epoch, call_id) at its latest barrier (COPY, IN_SLOT).
+ *   - ident[parity][s]: rank s's (epoch, call_id) at its latest barrier of that epoch parity
+ *     (COPY, IN_SLOT).
  * The data area holds, for the in-slot input, the rank's input (contiguous, at
  * SYMMPIN_ONESHOT_HEADER_BYTES = symmpin_kernel_in_slot_offset()); for the staged input, 16-byte
  * "units" in two buffers (parity 0/1) interleaved every SYMMPIN_ONESHOT_PARITY_UNITS units (see
@@ -41,9 +42,11 @@ extern "C" {
 #define SYMMPIN_ONESHOT_EPOCH_OFFSET 0                                   /* uint32_t[32] */
 #define SYMMPIN_ONESHOT_BAR_OFFSET 128                                   /* uint32_t[32][8] */
 #define SYMMPIN_ONESHOT_TIMEOUT_OFFSET (128 + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * 8) /* uint32_t */
-/* uint64_t[8]: ident[s] = epoch << 32 | call_id of rank s's latest barrier on this slot, written
- * by rank s (any block) before it releases its barrier flags: after acquiring rank s's flag at
- * epoch seq, a rank that reads ident[s] = (seq, another call_id) knows the calls differ. */
+/* uint64_t[2][8]: ident[p][s] = epoch << 32 | call_id of rank s's latest barrier of parity p
+ * (epoch & 1) on this slot, written by rank s (any block) before it releases its barrier flags.
+ * While a rank waits at barrier seq, its peers cannot pass barrier seq + 1 (it needs this rank's
+ * flag), so ident[seq & 1][s] still holds rank s's barrier seq once its flag shows seq or more:
+ * a rank that reads (seq, another call_id) there knows the calls differ, on every side. */
 #define SYMMPIN_ONESHOT_IDENT_OFFSET (SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 8)
 #define SYMMPIN_ONESHOT_SLOT_ALIGN 256
 

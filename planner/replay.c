@@ -359,8 +359,7 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
       close[r] = 0;
       while (pos[r] < rd->ncalls && !close[r]) {
         const symmpin_call *k = &rd->calls[pos[r]++];
-        bool missing = !k->capturing &&  /* the capture arena takes it, whatever the plan */
-                       symmpin_plan_shape_missing(c->plan, &pol, k->count, k->dtype, k->op);
+        bool missing = symmpin_plan_shape_missing(c->plan, &pol, k->count, k->dtype, k->op);
         if (symmpin_schedule_call(&sched[r], pos[r],
                                   symmpin_warmup_key(c->ordinal, k->count, k->dtype, k->op), missing))
           close[r] = pos[r];

@@ -456,9 +456,9 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
   switch (a->phase) {
   case PHASE_IDLE: {
     symmpin_plan_policy pol = plan_policy(a);
-    /* A captured call needs no plan for its shape (the capture arena takes it). */
-    bool missing = !call->capturing &&
-                   symmpin_plan_shape_missing(a->plan, &pol, call->count, call->dtype, call->op);
+    /* From shared facts only (a call's capture state is the rank's own): a captured call of a
+     * new shape counts too, and an epoch that closes during a capture fails and disarms it. */
+    bool missing = symmpin_plan_shape_missing(a->plan, &pol, call->count, call->dtype, call->op);
     if (symmpin_schedule_call(&a->sched, n,
                               symmpin_warmup_key(a->p.comm, call->count, call->dtype, call->op),
                               missing))

@@ -718,7 +718,8 @@ static bool batch_add(symmpin_comm *c, struct symmpin_engine_comm *e, const symm
 }
 
 void symmpin_engine_group_drop(symmpin_comm *c) {
-  if (c->engine) c->engine->batch.n = 0;
+  struct symmpin_engine_comm *e = c->engine;
+  if (e && e->batch.n && pthread_equal(e->batch.owner, pthread_self())) e->batch.n = 0;
 }
 
 int symmpin_engine_group_flush(symmpin_comm *c) {
@@ -872,11 +873,13 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
 void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
-  /* Calls held for a group that never ended returned ncclSuccess: run them (the peers, ending
-   * alike, run theirs) before anything is freed. */
-  if (e->batch.n && symmpin_engine_group_flush(c) != 0)
-    SYMMPIN_WARN("comm %d rank %d: the held calls of an unfinished group could not be launched at "
-                 "the communicator's end", c->ordinal, c->rank);
+  /* Calls held for a group that never ended (the communicator ends inside it, or the process
+   * exits there): NCCL would not run its own part either. Launching them now could wait for ever
+   * (a peer that ends first, or another rank of this thread whose release comes later). */
+  if (e->batch.n)
+    SYMMPIN_WARN("comm %d rank %d: the communicator ended inside ncclGroupStart/End; the group's %d "
+                 "all-reduce(s) held for its end did not run", c->ordinal, c->rank, e->batch.n);
+  e->batch.n = 0;
   c->engine = NULL;
   /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:
    * keep what the error record says, and stop pointing at it long before it is freed below (the

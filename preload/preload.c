@@ -232,7 +232,7 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
                    (unsigned long long)key_hi, (unsigned long long)key_lo);
       note_rank(rank);
       /* A communicator symmpin may redirect for: watch it (one thread for all, started once). */
-      if (nranks != 1) symmpin_watch_start(symmpin_config_get()->watch_ms);
+      if (nranks != 1 && !atomic_load(&exited)) symmpin_watch_start(symmpin_config_get()->watch_ms);
     }
   } else if (comm) {
     SYMMPIN_INFO("comm %p: split of an unknown parent: left to NCCL", comm);
@@ -324,7 +324,7 @@ int symmpin_event_comm_async_error(void *comm) {
   /* The program's watchdog (PyTorch's polls this) is how ranks blocked behind a divergent call
    * learn of it: compare route logs and read the alarm here too. Never wait for the lock: a
    * thread inside an all-reduce holds it and does the same check itself. */
-  if (!atomic_load(&c->async_error) && pthread_mutex_trylock(&c->lock) == 0) {
+  if (pthread_mutex_trylock(&c->lock) == 0) {
     symmpin_engine_comm_poll(c);
     pthread_mutex_unlock(&c->lock);
   }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -15,8 +16,11 @@
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watch_wake = PTHREAD_COND_INITIALIZER;
 static pthread_t watch_thread;
-static bool running, stopping;
+static bool running;
 static uint64_t interval;
+/* Each thread runs while the generation it was started with is current: a stop ends the thread
+ * it joins even if a start on another thread comes between the stop's unlock and its join. */
+static uint64_t generation;
 
 typedef struct held {
   symmpin_comm **v;
@@ -42,8 +46,9 @@ static void check_all(held *h) {
   symmpin_comm_for_each(hold_one, h);
   for (size_t i = 0; i < h->n; i++) {
     symmpin_comm *c = h->v[i];
-    if (!atomic_load(&c->ended) && !atomic_load(&c->async_error) &&
-        pthread_mutex_trylock(&c->lock) == 0) {
+    /* Also once in error: a kernel that gave up still has to raise the alarm for its peers
+     * (reported once), which nothing else does if this rank makes no more all-reduces. */
+    if (!atomic_load(&c->ended) && pthread_mutex_trylock(&c->lock) == 0) {
       if (!atomic_load(&c->ended)) symmpin_engine_comm_poll(c);
       pthread_mutex_unlock(&c->lock);
     }
@@ -52,10 +57,10 @@ static void check_all(held *h) {
 }
 
 static void *watch_main(void *arg) {
-  (void)arg;
+  const uint64_t mine = (uint64_t)(uintptr_t)arg;
   held h = {0};
   pthread_mutex_lock(&watch_lock);
-  while (!stopping) {
+  while (generation == mine) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     t.tv_sec += (time_t)(interval / 1000);
@@ -65,8 +70,9 @@ static void *watch_main(void *arg) {
       t.tv_nsec -= 1000000000L;
     }
     int rc = 0;
-    while (!stopping && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&watch_wake, &watch_lock, &t);
-    if (stopping) break;
+    while (generation == mine && rc != ETIMEDOUT)
+      rc = pthread_cond_timedwait(&watch_wake, &watch_lock, &t);
+    if (generation != mine) break;
     pthread_mutex_unlock(&watch_lock);
     check_all(&h);
     pthread_mutex_lock(&watch_lock);
@@ -81,8 +87,14 @@ void symmpin_watch_start(uint64_t interval_ms) {
   pthread_mutex_lock(&watch_lock);
   if (!running) {
     interval = interval_ms;
-    stopping = false;
-    running = pthread_create(&watch_thread, NULL, watch_main, NULL) == 0;
+    /* No signal is ever delivered to this thread: a handler that exits the program must not run
+     * here while it holds a communicator's lock. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    running = pthread_create(&watch_thread, NULL, watch_main,
+                             (void *)(uintptr_t)++generation) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!running)
       SYMMPIN_WARN("cannot start the watch thread: a divergent call is then caught only at the "
                    "next all-reduce or ncclCommGetAsyncError");
@@ -93,9 +105,10 @@ void symmpin_watch_start(uint64_t interval_ms) {
 void symmpin_watch_stop(void) {
   pthread_mutex_lock(&watch_lock);
   bool join = running;
+  pthread_t t = watch_thread;
   running = false;
-  stopping = true;
+  generation++;
   pthread_cond_broadcast(&watch_wake);
   pthread_mutex_unlock(&watch_lock);
-  if (join) pthread_join(watch_thread, NULL);
+  if (join) pthread_join(t, NULL);
 }
