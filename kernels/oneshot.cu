@@ -687,61 +687,47 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
 
 constexpr int kGroupMax = SYMMPIN_KERNEL_GROUP_MAX;
 
+/* The most blocks one group launch has: each call gets blocks of its own, and a group that needs
+ * more is launched in parts. The SMs of an H200 (132), so that a group's blocks fit on the GPU at
+ * once like one call's (spin-waiting blocks that cannot all be resident rely on the in-order
+ * dispatch every launch relies on). */
+constexpr int kGroupMaxBlocks = 128;
+
 struct GroupParams {
   Params call[kGroupMax];
   unsigned char algo[kGroupMax];    /* SYMMPIN_ALGO_ONESHOT_LL or _COPY */
+  unsigned short first[kGroupMax];  /* the call's first block in the grid */
   unsigned short blocks[kGroupMax]; /* each call's own launch geometry */
   unsigned short threads[kGroupMax];
   int n;
 };
 static_assert(sizeof(GroupParams) <= 4096, "kernel parameters are limited to 4 KiB");
 
-/* Each call runs in the geometry of its own launch (Geo): blocks b < blocks[i] with threads
- * t < threads[i] do what that launch's block b and thread t would, on the call's slot (units,
- * epochs, barrier flags, arithmetic: the same bits). A rank may therefore group differently from
- * its peers (other streams, another split) and still meet them block for block. First every
- * call's push or copy-in, then every call's waits and reductions, so the round trips to the peers
- * overlap; block b waits only for block b of its peers, call by call in call order, as separate
- * launches in that order would. Once a wait of this block gave up, its later calls do not wait
- * again (their epochs still advance, as after a failed launch of their own). */
+/* Several calls in one launch, each on blocks of its own: the blocks [first[i], first[i] +
+ * blocks[i]) run call i exactly as its own launch's blocks 0 .. blocks[i]-1 would (Geo: the same
+ * units, epochs, barrier flags and arithmetic, so the same bits), all calls at once. A rank may
+ * therefore group differently from its peers (other streams, another split): each call's blocks
+ * meet the peers' blocks of that call however either side launched it. */
 template <class D, int OP>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2)
     group_kernel(const __grid_constant__ GroupParams G) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
   griddep_wait();
-  uint32_t seq[kGroupMax];
-  for (int i = 0; i < G.n; i++) {
-    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
-    if (g.b < g.nb) seq[i] = call_seq(G.call[i], g);
-  }
-  for (int i = 0; i < G.n; i++) {
-    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
-    if (g.b >= g.nb) continue;
-    if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
-      ll_push(G.call[i], seq[i], g);
-    else
-      copy_in(G.call[i], seq[i], g);
-  }
-  for (int i = 0; i < G.n; i++) {
-    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
-    if (g.b >= g.nb) continue;
-    /* Read between two barriers: no thread of the block writes the flag there, so every thread
-     * takes the same branch. */
-    __syncthreads();
-    const int stop = abort_flag;
-    __syncthreads();
-    if (stop) break;
-    if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL)
-      ll_reduce<D, OP>(G.call[i], seq[i], g, &abort_flag);
-    else
-      copy_reduce<D, OP>(G.call[i], seq[i], &abort_flag, g);
+  int i = 0;
+  while (i + 1 < G.n && blockIdx.x >= G.first[i + 1]) i++;
+  const Params &P = G.call[i];
+  const Geo g{blockIdx.x - G.first[i], G.blocks[i], threadIdx.x, G.threads[i]};
+  const uint32_t seq = call_seq(P, g);
+  if (G.algo[i] == SYMMPIN_ALGO_ONESHOT_LL) {
+    ll_push(P, seq, g);
+    ll_reduce<D, OP>(P, seq, g, &abort_flag);
+  } else {
+    copy_in(P, seq, g);
+    copy_reduce<D, OP>(P, seq, &abort_flag, g);
   }
   griddep_launch_dependents();
-  for (int i = 0; i < G.n; i++) {
-    const Geo g{blockIdx.x, G.blocks[i], threadIdx.x, G.threads[i]};
-    if (g.b < g.nb) epochs_advance(G.call[i], seq[i], g);
-  }
+  epochs_advance(P, seq, g);
 }
 
 /* ---- dispatch: from (datatype, op, algorithm) values to a kernel ---- */
@@ -998,6 +984,7 @@ extern "C" symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call 
   GroupParams G;
   G.n = 0;
   symmpin_kernel_geometry grid = {0, 0};
+  /* Check every call before launching any part. */
   for (int i = 0; i < n; i++) {
     const symmpin_kernel_call *c = &calls[i];
     if (c->dtype != calls[0].dtype || c->op != calls[0].op || c->input != SYMMPIN_INPUT_STAGED) {
@@ -1010,20 +997,35 @@ extern "C" symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call 
         SYMMPIN_WARN("all-reduce kernel: calls %d and %d of a group share slot bytes", j, i);
         return SYMMPIN_ERR_INVALID;
       }
+    Params P;
     symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
     symmpin_kernel_geometry g;
-    symmpin_status st = prepare(c, &G.call[G.n], &algo, &g);
+    symmpin_status st = prepare(c, &P, &algo, &g);
     if (st != SYMMPIN_OK) return st;
+  }
+  /* Then the launches: calls in order, each on blocks of its own, a new launch whenever the next
+   * call's blocks would pass kGroupMaxBlocks. */
+  GroupFn fn = pick_group(calls[0].dtype, calls[0].op);
+  for (int i = 0; i < n; i++) {
+    symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
+    symmpin_kernel_geometry g;
+    (void)prepare(&calls[i], &G.call[G.n], &algo, &g); /* checked above */
     if (g.blocks == 0) continue; /* count 0 */
+    if (G.n > 0 && grid.blocks + g.blocks > (unsigned)kGroupMaxBlocks) {
+      symmpin_status st = launch_on(fn, G, grid, stream, true);
+      if (st != SYMMPIN_OK) return st;
+      G.call[0] = G.call[G.n];
+      G.n = 0;
+      grid = symmpin_kernel_geometry{0, 0};
+    }
     G.algo[G.n] = (unsigned char)algo;
+    G.first[G.n] = (unsigned short)grid.blocks;
     G.blocks[G.n] = (unsigned short)g.blocks;
     G.threads[G.n] = (unsigned short)g.threads;
     G.n++;
-    /* One grid for all: the most blocks and threads any call has; each call keeps its own
-     * geometry inside it (group_kernel). */
-    if (g.blocks > grid.blocks) grid.blocks = g.blocks;
+    grid.blocks += g.blocks;
     if (g.threads > grid.threads) grid.threads = g.threads;
   }
   if (G.n == 0) return SYMMPIN_OK;
-  return launch_on(pick_group(calls[0].dtype, calls[0].op), G, grid, stream, true);
+  return launch_on(fn, G, grid, stream, true);
 }
