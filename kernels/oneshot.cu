@@ -688,10 +688,10 @@ __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(con
 constexpr int kGroupMax = SYMMPIN_KERNEL_GROUP_MAX;
 
 /* The most blocks one group launch has: each call gets blocks of its own, and a group that needs
- * more is launched in parts. The SMs of an H200 (132), so that a group's blocks fit on the GPU at
- * once like one call's (spin-waiting blocks that cannot all be resident rely on the in-order
- * dispatch every launch relies on). */
-constexpr int kGroupMaxBlocks = 128;
+ * more is launched in parts. One call's cap (SYMMPIN_ONESHOT_MAX_BLOCKS), so that the co-residency
+ * argument of docs/kernels.md "Geometry" holds for groups too: 128 failed on 2 x H200 with 8
+ * simulated ranks (4 grids of up to 128 spin-waiting blocks per GPU cannot all be resident). */
+constexpr int kGroupMaxBlocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
 
 struct GroupParams {
   Params call[kGroupMax];
