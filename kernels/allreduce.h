@@ -8,10 +8,10 @@
  * different slot classes apart.
  *
  * Algorithms. The kernels choose the algorithm of a call from its shape (a pure function, the same
- * on every rank): today the one-shot family (every rank loads every rank's whole input and reduces
- * all of it: LL, copy, in-slot; docs/kernels.md). A two-shot family would add its algorithms
- * beside them. Callers never name an algorithm; they see the one consequence that binds them, the
- * slot class below.
+ * on every rank): the one-shot family (every rank loads every rank's whole input and reduces all of
+ * it: LL, copy, in-slot) for small and mid sizes, two-shot (reduce-scatter then all-gather through
+ * the slots) for large staged calls; docs/kernels.md. Callers never name an algorithm; they see the
+ * one consequence that binds them, the slot class below.
  *
  * Contract for callers:
  * - Calls on one slot must be ordered (one stream, or streams ordered by events): the kernels keep
@@ -29,7 +29,7 @@
  *
  * Datatypes and ops are common/types.h's lists (SYMMPIN_DTYPES, SYMMPIN_OPS). Which of them have
  * kernels is decided in one place, kernels/select.h, checked at compile time against the kernel
- * types in kernels/oneshot.cu; symmpin_kernel_supports() answers from that table, so a datatype
+ * types in kernels/device.cuh; symmpin_kernel_supports() answers from that table, so a datatype
  * added to the list never reads as supported without a kernel type behind it.
  *
  * Plain C header: no CUDA types, so the preload, the tools and the CPU tests can include it. */
@@ -115,9 +115,9 @@ size_t symmpin_kernel_in_slot_offset(void);
  * call on one slot timed out on the GPU. A pure function of the shape, the same on every rank,
  * always in [0, SYMMPIN_KERNEL_SLOT_CLASSES), also for shapes the kernels refuse (such calls are
  * never given a slot, so their class only has to be a valid number). */
-#define SYMMPIN_KERNEL_SLOT_CLASSES 3
+#define SYMMPIN_KERNEL_SLOT_CLASSES 4
 int symmpin_kernel_slot_class(size_t count, int dtype, int nranks, symmpin_kernel_input input);
-/* A class's name for reports ("LL", "copy", "in-slot"); NULL outside the range. */
+/* A class's name for reports ("LL", "copy", "in-slot", "two-shot"); NULL outside the range. */
 const char *symmpin_kernel_slot_class_name(int slot_class);
 
 /* Enqueue the all-reduce on `stream` (a cudaStream_t) on the current device, which must be the

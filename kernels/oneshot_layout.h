@@ -1,6 +1,6 @@
 /* The one-shot algorithms' slot layout: private to kernels/ (and its tests).
  *
- * Plain C so that select.c (host logic, C compiler), oneshot.cu (device code) and the CPU tests
+ * Plain C so that select.c (host logic, C compiler), allreduce.cu and its device headers and the CPU tests
  * share one definition. Callers outside kernels/ use only kernels/allreduce.h.
  *
  * A slot is: [header | data area]. The header holds device-side state that must survive CUDA-graph

@@ -11,13 +11,14 @@
 
 #include "kernels/allreduce.h"
 #include "kernels/oneshot_layout.h"
+#include "kernels/twoshot_layout.h"
 
 /* Expanded from common/types.h's lists: a datatype or op without an entry in select.h is a compile
  * error here, one with entry 0 is refused, values the lists do not name read 0. */
 static const unsigned char dtype_has_kernel[] = {SYMMPIN_DTYPES(SYMMPIN_KERNEL_DTYPE_ENTRY)};
 static const unsigned char op_has_kernel[] = {SYMMPIN_OPS(SYMMPIN_KERNEL_OP_ENTRY)};
 
-static const char *const slot_class_names[] = {"LL", "copy", "in-slot"};
+static const char *const slot_class_names[] = {"LL", "copy", "in-slot", "two-shot"};
 _Static_assert(sizeof slot_class_names / sizeof slot_class_names[0] == SYMMPIN_KERNEL_SLOT_CLASSES,
                "one name per slot class");
 _Static_assert(SYMMPIN_KERNEL_SLOT_CLASSES == SYMMPIN_ALGO_COUNT,
@@ -94,12 +95,20 @@ size_t symmpin_oneshot_ll_max_bytes(int nranks) {
   return ((size_t)512 << 10) / (size_t)nranks;
 }
 
+size_t symmpin_twoshot_min_bytes(int nranks) {
+  /* Provisional: twice the LL limit (512 KiB at 2 ranks, 128 KiB at 8), to be measured with
+   * symmpin-bench on 2, 4 and 8 GPUs. One rank has nothing to scatter. */
+  if (nranks < 2) return SIZE_MAX;
+  return 2 * symmpin_oneshot_ll_max_bytes(nranks);
+}
+
 symmpin_kernel_algo symmpin_kernel_algo_for(size_t count, int dtype, int nranks,
                                             symmpin_kernel_input input) {
   if (input == SYMMPIN_INPUT_IN_SLOT) return SYMMPIN_ALGO_ONESHOT_IN_SLOT;
   size_t bytes = count * symmpin_dtype_size(dtype);
-  return bytes <= symmpin_oneshot_ll_max_bytes(nranks) ? SYMMPIN_ALGO_ONESHOT_LL
-                                                       : SYMMPIN_ALGO_ONESHOT_COPY;
+  if (bytes <= symmpin_oneshot_ll_max_bytes(nranks)) return SYMMPIN_ALGO_ONESHOT_LL;
+  if (bytes >= symmpin_twoshot_min_bytes(nranks)) return SYMMPIN_ALGO_TWOSHOT;
+  return SYMMPIN_ALGO_ONESHOT_COPY;
 }
 
 int symmpin_kernel_slot_class(size_t count, int dtype, int nranks, symmpin_kernel_input input) {
@@ -145,6 +154,12 @@ size_t symmpin_kernel_slot_bytes(size_t count, int dtype, int nranks, symmpin_ke
       size_t copy = staging_bytes(div_up(bytes, SYMMPIN_ONESHOT_UNIT_BYTES));
       if (copy > data) data = copy;
     }
+    /* Two-shot: in and out regions. Sized from its threshold on (where no slot needs it, a slot
+     * sized for it would waste what a smaller count never uses); the max keeps sizes monotone. */
+    if (bytes >= symmpin_twoshot_min_bytes(nranks)) {
+      size_t two = symmpin_twoshot_data_bytes(div_up(bytes, SYMMPIN_ONESHOT_UNIT_BYTES), nranks);
+      if (two > data) data = two;
+    }
   }
   return SYMMPIN_ONESHOT_HEADER_BYTES + round_up(data, SYMMPIN_ONESHOT_SLOT_ALIGN);
 }
@@ -154,8 +169,11 @@ symmpin_kernel_geometry symmpin_kernel_geometry_for(size_t count, int dtype, int
   symmpin_kernel_geometry g = {0, 0};
   if (!shape_ok(dtype, nranks, input) || count == 0) return g;
   if (count > SYMMPIN_KERNEL_MAX_INPUT_BYTES / symmpin_dtype_size(dtype)) return g;
-  size_t units = symmpin_oneshot_units(count, dtype,
-                                       symmpin_kernel_algo_for(count, dtype, nranks, input));
+  symmpin_kernel_algo algo = symmpin_kernel_algo_for(count, dtype, nranks, input);
+  size_t units = symmpin_oneshot_units(count, dtype, algo);
+  /* Two-shot: a block's units are the same units of every shard (it pushes, reduces and copies
+   * out exactly those, so a per-block barrier suffices): spread one shard. */
+  if (algo == SYMMPIN_ALGO_TWOSHOT) units = symmpin_twoshot_shard_units(units, nranks);
   /* Spread small calls over blocks of 128 threads (more SMs issue NVLink traffic at once), grow
    * the blocks to 512 threads once 32 blocks are used, then loop inside the threads. */
   size_t blocks = div_up(units, 128);

@@ -1,18 +1,18 @@
 /* The kernels' host-side choices: private to kernels/ (and its tests).
  *
- * Plain C so that select.c (C compiler, usable by CPU-only tools), oneshot.cu and the CPU tests
+ * Plain C so that select.c (C compiler, usable by CPU-only tools), kernels/device.cuh and the CPU tests
  * share one definition of: which datatypes and ops have kernels, which algorithm a call shape
  * runs, and its launch geometry. Callers outside kernels/ use only kernels/allreduce.h.
  *
  * Which datatypes and ops have kernels. One entry per entry of common/types.h's SYMMPIN_DTYPES and
- * SYMMPIN_OPS: SYMMPIN_KERNEL_DTYPE_<NAME> / SYMMPIN_KERNEL_OP_<NAME> is 1 when oneshot.cu has a
+ * SYMMPIN_OPS: SYMMPIN_KERNEL_DTYPE_<NAME> / SYMMPIN_KERNEL_OP_<NAME> is 1 when kernels/device.cuh has a
  * kernel type (storage, accumulator, conversions) / arithmetic for it, 0 when calls of it must go
  * to NCCL. Both ends are checked at compile time:
  *   - select.c builds symmpin_kernel_supports()'s table by expanding the lists with
  *     SYMMPIN_KERNEL_DTYPE_ENTRY / SYMMPIN_KERNEL_OP_ENTRY, so a datatype or op added to a list
  *     without an entry here does not compile (an undeclared identifier): adding one forces the
  *     decision "kernel or NCCL";
- *   - oneshot.cu expands the same lists and static_asserts that every entry equals whether it has
+ *   - device.cuh expands the same lists and static_asserts that every entry equals whether it has
  *     a kernel type for it (and that the type's size is the list's), and dispatches only to those.
  * So supports() can never say yes to a datatype without kernels, and no kernel type hides behind a
  * 0. The kernels_lists_* tests (tests/kernels/meson.build) keep both checks working. */
@@ -54,14 +54,16 @@ extern "C" {
 
 /* The algorithms, by family. Each uses a slot under its own protocol (so has its own slot class).
  *   ONESHOT_LL:      staged, small: push LL lines (data + flag) into every rank's slot, no barrier.
- *   ONESHOT_COPY:    staged, large: copy-in to the own slot, start barrier, load every rank's data.
+ *   ONESHOT_COPY:    staged, mid: copy-in to the own slot, start barrier, load every rank's data.
  *   ONESHOT_IN_SLOT: input already in the slot: start barrier, load, reduce, end barrier.
- * A two-shot family goes after them (and SYMMPIN_KERNEL_SLOT_CLASSES grows with it). */
+ *   TWOSHOT:         staged, large: push each shard to its owner, barrier, owners reduce and push
+ *                    their result to every rank, barrier, copy out (reduce-scatter + all-gather). */
 typedef enum symmpin_kernel_algo {
   SYMMPIN_ALGO_ONESHOT_LL = 0,
   SYMMPIN_ALGO_ONESHOT_COPY = 1,
   SYMMPIN_ALGO_ONESHOT_IN_SLOT = 2,
-  SYMMPIN_ALGO_COUNT = 3,
+  SYMMPIN_ALGO_TWOSHOT = 3,
+  SYMMPIN_ALGO_COUNT = 4,
 } symmpin_kernel_algo;
 
 /* Which algorithm a call shape runs; the same answer on every rank. Any input other than
@@ -103,6 +105,12 @@ bool symmpin_kernel_pdl_usable(int cc, int code_arch);
 size_t symmpin_oneshot_ll_max_bytes(int nranks);
 /* Work units per rank of a one-shot algorithm (LL lines of 8 data bytes, or 16-byte vectors). */
 size_t symmpin_oneshot_units(size_t count, int dtype, symmpin_kernel_algo algo);
+
+/* Two-shot family. Smallest per-rank input (bytes) that uses it, staged only; above the one-shot
+ * LL limit, and none for one rank (SIZE_MAX). Provisional until measured on 2/4/8 GPUs: at n
+ * ranks one-shot brings (n-1) x the message into every GPU, two-shot 2 (n-1)/n x in two barriers'
+ * time, so the crossover falls as n grows. */
+size_t symmpin_twoshot_min_bytes(int nranks);
 
 #ifdef __cplusplus
 }

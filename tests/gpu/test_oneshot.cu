@@ -40,6 +40,7 @@
 
 #include "common/types.h"
 #include "kernels/allreduce.h"
+#include "kernels/select.h" /* the algorithms' thresholds: cases on both sides of each */
 #include "tests/gpu/gpu_common.h" /* --version, bad-option messages: our tools' conventions */
 
 #define CK(x)                                                                                      \
@@ -248,11 +249,11 @@ static size_t g_buf_bytes;
 /* Slots: separate ones per test group (a slot used with in-slot input is never used staged:
  * different slot classes). */
 enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRAPH_LL, SLOT_GRAPH_IN_SLOT,
-       SLOT_GRAPH_COPY, SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY, SLOT_API,
+       SLOT_GRAPH_COPY, SLOT_GRAPH_TWO, SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY, SLOT_TO_TWO, SLOT_API,
        /* two sets of group slots: 4-byte and 2-byte datatypes (a count's slot class, LL or copy,
         * depends on its bytes; one slot keeps one class) */
        SLOT_GROUP, SLOT_GROUP16 = SLOT_GROUP + SYMMPIN_KERNEL_GROUP_MAX,
-       SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, NSLOTS };
+       SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, SLOT_SKEW_TWO, NSLOTS };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
@@ -462,6 +463,12 @@ static void test_matrix(bool small) {
     /* around the LL / copy threshold of the staged form */
     for (size_t b = (512u << 10) / N / sz; b <= (512u << 10) / N / sz + 1; b++)
       if (!small || b == (512u << 10) / N / sz + 1) ds.push_back(b);
+    /* around the copy / two-shot threshold (staged; none at one rank) */
+    if (N > 1) {
+      size_t t = symmpin_twoshot_min_bytes(N) / sz;
+      if (!small) ds.push_back(t - 1);
+      ds.push_back(t + 3);
+    }
     for (int op : ops)
       for (size_t count : ds)
         for (int f = 0; f < 2; f++)
@@ -489,9 +496,13 @@ static void test_matrix(bool small) {
 /* K calls on one slot enqueued without any host sync, each with its own input and output buffers,
  * so fast ranks run ahead of slow ones: tests the parity / end-barrier arguments. */
 static void test_back_to_back(symmpin_kernel_input input, bool inplace, int d, int op, size_t count,
-                              int K, int slot) {
+                              int K, int slot, size_t count_odd = 0) {
   int p0 = g_passed, f0 = g_failed;
-  size_t sz = symmpin_dtype_size(d), bytes = count * sz, stride = (bytes + 255) / 256 * 256;
+  /* count_odd: odd calls have this count instead (the slot's layout per shape changes from call
+   * to call, while peers may still be in the previous call) */
+  auto count_of = [&](int k) { return (k & 1) && count_odd ? count_odd : count; };
+  size_t cmax = count_odd > count ? count_odd : count;
+  size_t sz = symmpin_dtype_size(d), stride = (cmax * sz + 255) / 256 * 256;
   std::vector<char *> ins(N), outs(N);
   std::vector<std::vector<uint8_t>> host(N, std::vector<uint8_t>(stride * K));
   for (int r = 0; r < N; r++) {
@@ -499,21 +510,27 @@ static void test_back_to_back(symmpin_kernel_input input, bool inplace, int d, i
     CK(cudaMalloc(&ins[r], stride * K));
     CK(cudaMalloc(&outs[r], stride * K));
     for (int k = 0; k < K; k++)
-      for (size_t i = 0; i < count; i++) random_elem(d, &host[r][k * stride + i * sz]);
+      for (size_t i = 0; i < count_of(k); i++) random_elem(d, &host[r][k * stride + i * sz]);
     CK(cudaMemcpy(ins[r], host[r].data(), stride * K, cudaMemcpyHostToDevice));
     CK(cudaMemset(outs[r], kPoisonOut, stride * K));
   }
   sync_devices();
   clear_errors();
   char desc[160];
-  snprintf(desc, sizeof desc, "back-to-back %s %s %s count %zu x %d", form_name(input),
-           inplace ? "in-place" : "out-of-place", symmpin_dtype_name(d), count, K);
+  char counts[48];
+  if (count_odd)
+    snprintf(counts, sizeof counts, "counts %zu/%zu", count, count_odd);
+  else
+    snprintf(counts, sizeof counts, "count %zu", count);
+  snprintf(desc, sizeof desc, "back-to-back %s %s %s %s x %d", form_name(input),
+           inplace ? "in-place" : "out-of-place", symmpin_dtype_name(d), counts, K);
   bool launched = true;
   for (int k = 0; k < K && launched; k++) {
     for (int r = 0; r < N; r++) {
       set_dev(r);
       cudaStream_t s = R[r].s[0];
       char *in = ins[r] + k * stride, *out = outs[r] + k * stride;
+      const size_t bytes = count_of(k) * sz;
       char *data = slot_ptr(r, slot) + symmpin_kernel_in_slot_offset();
       const void *send = in;
       void *recv = out;
@@ -524,7 +541,7 @@ static void test_back_to_back(symmpin_kernel_input input, bool inplace, int d, i
         CK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s));
         send = recv = out;
       }
-      symmpin_kernel_call call = make_call(r, slot, count, d, op, input, send, recv, 0x2000 + k);
+      symmpin_kernel_call call = make_call(r, slot, count_of(k), d, op, input, send, recv, 0x2000 + k);
       if (symmpin_kernel_launch(&call, s) != SYMMPIN_OK) launched = false;
       if (input == SYMMPIN_INPUT_IN_SLOT && inplace)
         CK(cudaMemcpyAsync(out, data, bytes, cudaMemcpyDeviceToDevice, s));
@@ -542,10 +559,11 @@ static void test_back_to_back(symmpin_kernel_input input, bool inplace, int d, i
     int bad = 0;
     for (int k = 0; k < K && bad < 3; k++) {
       bool same = true;
+      const size_t bytes = count_of(k) * sz;
       for (int r = 1; r < N; r++) same &= memcmp(got[r].data() + k * stride, got[0].data() + k * stride, bytes) == 0;
       std::vector<const uint8_t *> inp(N);
       for (int r = 0; r < N; r++) inp[r] = host[r].data() + k * stride;
-      long e = check_result(d, op, N, count, inp, got[0].data() + k * stride, why, sizeof why);
+      long e = check_result(d, op, N, count_of(k), inp, got[0].data() + k * stride, why, sizeof why);
       if (!check(same && e < 0, "%s: call %d: %s", desc, k, same ? why : "ranks differ")) bad++;
     }
   }
@@ -561,42 +579,48 @@ static void test_back_to_back(symmpin_kernel_input input, bool inplace, int d, i
 /* ---------------------------------------------------------------- CUDA graphs */
 
 /* Each rank captures, on its stream: a staged LL call, an in-slot call (with the copy of its input
- * into the slot captured too) and a staged call above the LL limit (copy variant). The graphs are
+ * into the slot captured too), a staged call above the LL limit (copy variant) and one above the
+ * two-shot threshold. The graphs are
  * replayed `replays` times with new inputs written between replays. */
+/* The graph test's calls: one per algorithm (at one rank, the last is a copy call too). */
+enum { kGraphCalls = 4 };
+static size_t graph_two_count() { return N > 1 ? symmpin_twoshot_min_bytes(N) / 2 + 4099 : 4099; }
+
 static void test_graph(int replays) {
   int p0 = g_passed, f0 = g_failed;
   struct G {
     int slot, d, op;
     size_t count;
     symmpin_kernel_input input;
-  } calls[3] = {
+  } calls[kGraphCalls] = {
       {SLOT_GRAPH_LL, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 3001, SYMMPIN_INPUT_STAGED},
       {SLOT_GRAPH_IN_SLOT, SYMMPIN_FLOAT32, SYMMPIN_MAX, 1025, SYMMPIN_INPUT_IN_SLOT},
       {SLOT_GRAPH_COPY, SYMMPIN_FLOAT32, SYMMPIN_SUM, (size_t)(512u << 10) / N / 4 + 333,
        SYMMPIN_INPUT_STAGED},
+      {SLOT_GRAPH_TWO, SYMMPIN_BFLOAT16, SYMMPIN_SUM, graph_two_count(), SYMMPIN_INPUT_STAGED},
   };
   std::vector<cudaGraphExec_t> exec(N);
-  std::vector<char *> ins(N * 3), outs(N * 3);
+  std::vector<char *> ins(N * kGraphCalls), outs(N * kGraphCalls);
   for (int r = 0; r < N; r++) {
     set_dev(r);
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < kGraphCalls; j++) {
       size_t bytes = calls[j].count * symmpin_dtype_size(calls[j].d);
-      CK(cudaMalloc(&ins[r * 3 + j], bytes));
-      CK(cudaMalloc(&outs[r * 3 + j], bytes));
+      CK(cudaMalloc(&ins[r * kGraphCalls + j], bytes));
+      CK(cudaMalloc(&outs[r * kGraphCalls + j], bytes));
     }
     cudaStream_t s = R[r].s[0];
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     bool ok = true;
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < kGraphCalls; j++) {
       const G &c = calls[j];
       size_t bytes = c.count * symmpin_dtype_size(c.d);
-      const void *send = ins[r * 3 + j];
+      const void *send = ins[r * kGraphCalls + j];
       if (c.input == SYMMPIN_INPUT_IN_SLOT) {
         char *data = slot_ptr(r, c.slot) + symmpin_kernel_in_slot_offset();
-        CK(cudaMemcpyAsync(data, ins[r * 3 + j], bytes, cudaMemcpyDeviceToDevice, s));
+        CK(cudaMemcpyAsync(data, ins[r * kGraphCalls + j], bytes, cudaMemcpyDeviceToDevice, s));
       }
       symmpin_kernel_call call = make_call(r, c.slot, c.count, c.d, c.op, c.input, send,
-                                            outs[r * 3 + j], 0x3000 + j);
+                                            outs[r * kGraphCalls + j], 0x3000 + j);
       ok &= symmpin_kernel_launch(&call, s) == SYMMPIN_OK;
     }
     cudaGraph_t g;
@@ -607,15 +631,15 @@ static void test_graph(int replays) {
   }
   int bad = 0;
   for (int it = 0; it < replays; it++) {
-    std::vector<std::vector<std::vector<uint8_t>>> host(3, std::vector<std::vector<uint8_t>>(N));
-    for (int j = 0; j < 3; j++) {
+    std::vector<std::vector<std::vector<uint8_t>>> host(kGraphCalls, std::vector<std::vector<uint8_t>>(N));
+    for (int j = 0; j < kGraphCalls; j++) {
       size_t sz = symmpin_dtype_size(calls[j].d), bytes = calls[j].count * sz;
       for (int r = 0; r < N; r++) {
         host[j][r].resize(bytes);
         for (size_t i = 0; i < calls[j].count; i++) random_elem(calls[j].d, &host[j][r][i * sz]);
         set_dev(r);
-        CK(cudaMemcpy(ins[r * 3 + j], host[j][r].data(), bytes, cudaMemcpyHostToDevice));
-        CK(cudaMemset(outs[r * 3 + j], kPoisonOut, bytes));
+        CK(cudaMemcpy(ins[r * kGraphCalls + j], host[j][r].data(), bytes, cudaMemcpyHostToDevice));
+        CK(cudaMemset(outs[r * kGraphCalls + j], kPoisonOut, bytes));
       }
     }
     sync_devices();
@@ -630,14 +654,14 @@ static void test_graph(int replays) {
       bad++;
       continue;
     }
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < kGraphCalls; j++) {
       size_t bytes = calls[j].count * symmpin_dtype_size(calls[j].d);
       std::vector<std::vector<uint8_t>> got(N, std::vector<uint8_t>(bytes));
       std::vector<const uint8_t *> inp(N);
       bool same = true;
       for (int r = 0; r < N; r++) {
         set_dev(r);
-        CK(cudaMemcpy(got[r].data(), outs[r * 3 + j], bytes, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(got[r].data(), outs[r * kGraphCalls + j], bytes, cudaMemcpyDeviceToHost));
         inp[r] = host[j][r].data();
         if (r) same &= memcmp(got[r].data(), got[0].data(), bytes) == 0;
       }
@@ -652,9 +676,9 @@ static void test_graph(int replays) {
   for (int r = 0; r < N; r++) {
     set_dev(r);
     CK(cudaGraphExecDestroy(exec[r]));
-    for (int j = 0; j < 3; j++) { CK(cudaFree(ins[r * 3 + j])); CK(cudaFree(outs[r * 3 + j])); }
+    for (int j = 0; j < kGraphCalls; j++) { CK(cudaFree(ins[r * kGraphCalls + j])); CK(cudaFree(outs[r * kGraphCalls + j])); }
   }
-  printf("graph capture + %d replays (LL, in-slot, copy): %d passed, %d failed\n", replays,
+  printf("graph capture + %d replays (LL, in-slot, copy, two-shot): %d passed, %d failed\n", replays,
          g_passed - p0, g_failed - f0);
   fflush(stdout);
 }
@@ -864,6 +888,9 @@ static void test_groups(int rounds) {
 
 /* Launch every rank but the last with a short timeout: each launched kernel must give up, record
  * the missing peer and the site, and return; the process must stay usable. */
+/* A two-shot count of f32 (at one rank: a copy count; the tests below need 2+ ranks anyway). */
+static size_t two_count() { return N > 1 ? symmpin_twoshot_min_bytes(N) / 4 + 100 : 100000; }
+
 static void test_timeout() {
   int p0 = g_passed, f0 = g_failed;
   if (N < 2) {
@@ -875,9 +902,10 @@ static void test_timeout() {
     symmpin_kernel_input input;
     size_t count;
     const char *name;
-  } ts[3] = {{SLOT_TO_LL, SYMMPIN_INPUT_STAGED, 1000, "LL"},
+  } ts[4] = {{SLOT_TO_LL, SYMMPIN_INPUT_STAGED, 1000, "LL"},
              {SLOT_TO_IN_SLOT, SYMMPIN_INPUT_IN_SLOT, 1000, "in-slot"},
-             {SLOT_TO_COPY, SYMMPIN_INPUT_STAGED, (size_t)(512u << 10) / N / 4 + 100, "copy"}};
+             {SLOT_TO_COPY, SYMMPIN_INPUT_STAGED, (size_t)(512u << 10) / N / 4 + 100, "copy"},
+             {SLOT_TO_TWO, SYMMPIN_INPUT_STAGED, two_count(), "two-shot"}};
   for (const T &t : ts) {
     clear_errors();
     uint64_t site = 0xdead0000ull + (uint64_t)t.slot;
@@ -907,7 +935,7 @@ static void test_timeout() {
   /* The process lives on: a normal call on fresh slots still works. */
   Case c = {SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, SYMMPIN_INPUT_STAGED, false, 0, 0};
   run_case(c, 0x6000);
-  printf("timeout (N-1 ranks, LL/in-slot/copy): %d passed, %d failed\n", g_passed - p0, g_failed - f0);
+  printf("timeout (N-1 ranks, LL/in-slot/copy/two-shot): %d passed, %d failed\n", g_passed - p0, g_failed - f0);
   fflush(stdout);
 }
 
@@ -929,7 +957,8 @@ static void test_out_of_step() {
     int slot;
     size_t count;
     const char *name;
-  } ts[2] = {{SLOT_SKEW_LL, 1000, "LL"}, {SLOT_SKEW_COPY, (size_t)(512u << 10) / N / 4 + 100, "copy"}};
+  } ts[3] = {{SLOT_SKEW_LL, 1000, "LL"}, {SLOT_SKEW_COPY, (size_t)(512u << 10) / N / 4 + 100, "copy"},
+             {SLOT_SKEW_TWO, two_count(), "two-shot"}};
   for (const T &t : ts) {
     clear_errors();
     for (uint32_t id = 1; id <= 3; id++) {
@@ -967,7 +996,7 @@ static void test_out_of_step() {
     check(mismatches >= 2, "out of step %s: %d rank(s) saw the mismatch", t.name, mismatches);
     check(cudaGetLastError() == cudaSuccess, "out of step %s: no CUDA error left behind", t.name);
   }
-  printf("out of step (a rank skips a call; LL/copy): %d passed, %d failed\n", g_passed - p0,
+  printf("out of step (a rank skips a call; LL/copy/two-shot): %d passed, %d failed\n", g_passed - p0,
          g_failed - f0);
   fflush(stdout);
 }
@@ -982,12 +1011,12 @@ static void test_abort() {
     printf("abort: skipped (needs 2+ ranks)\n");
     return;
   }
-  const int slots[3] = {SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY};
-  const symmpin_kernel_input inputs[3] = {SYMMPIN_INPUT_STAGED, SYMMPIN_INPUT_IN_SLOT,
-                                          SYMMPIN_INPUT_STAGED};
-  const size_t counts[3] = {1000, 1000, (size_t)(512u << 10) / N / 4 + 100};
-  const char *names[3] = {"LL", "in-slot", "copy"};
-  for (int t = 0; t < 3; t++) {
+  const int slots[4] = {SLOT_TO_LL, SLOT_TO_IN_SLOT, SLOT_TO_COPY, SLOT_TO_TWO};
+  const symmpin_kernel_input inputs[4] = {SYMMPIN_INPUT_STAGED, SYMMPIN_INPUT_IN_SLOT,
+                                          SYMMPIN_INPUT_STAGED, SYMMPIN_INPUT_STAGED};
+  const size_t counts[4] = {1000, 1000, (size_t)(512u << 10) / N / 4 + 100, two_count()};
+  const char *names[4] = {"LL", "in-slot", "copy", "two-shot"};
+  for (int t = 0; t < 4; t++) {
     clear_errors();
     for (int r = 0; r < N - 1; r++) {
       set_dev(r);
@@ -1019,7 +1048,7 @@ static void test_abort() {
   clear_errors();
   Case c = {SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, SYMMPIN_INPUT_STAGED, false, 0, 0};
   run_case(c, 0x6100);
-  printf("abort (N-1 ranks, no deadline, LL/in-slot/copy): %d passed, %d failed\n",
+  printf("abort (N-1 ranks, no deadline, LL/in-slot/copy/two-shot): %d passed, %d failed\n",
          g_passed - p0, g_failed - f0);
   fflush(stdout);
 }
@@ -1160,7 +1189,7 @@ int main(int argc, char **argv) {
 
   /* Slot sizes: the matrix slots hold the largest case of either form; others their own calls. */
   size_t big = 0, bigd = 0;
-  size_t maxcount = small ? (512u << 10) / N + 2 : 1048577 + (512u << 10) / N + 2;
+  size_t maxcount = small ? (1024u << 10) / N + 4 : 1048577 + (512u << 10) / N + 2;
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
     size_t s = symmpin_kernel_slot_bytes(maxcount, d, N, SYMMPIN_INPUT_STAGED);
     size_t t = symmpin_kernel_slot_bytes(maxcount, d, N, SYMMPIN_INPUT_IN_SLOT);
@@ -1175,10 +1204,14 @@ int main(int argc, char **argv) {
   g_slot_bytes[SLOT_GRAPH_IN_SLOT] = symmpin_kernel_slot_bytes(1025, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
   g_slot_bytes[SLOT_GRAPH_COPY] =
       symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_GRAPH_TWO] =
+      symmpin_kernel_slot_bytes(graph_two_count(), SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_TO_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_TO_IN_SLOT] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
   g_slot_bytes[SLOT_TO_COPY] =
       symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_TO_TWO] = symmpin_kernel_slot_bytes(two_count(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SKEW_TWO] = g_slot_bytes[SLOT_TO_TWO];
   g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_COPY] =
@@ -1218,6 +1251,11 @@ int main(int argc, char **argv) {
   test_back_to_back(SYMMPIN_INPUT_STAGED, true, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 777, K, SLOT_B2B);
   test_back_to_back(SYMMPIN_INPUT_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 400000, small ? 5 : 30,
                     SLOT_B2B);
+  /* two-shot (at 2+ ranks) with the shard size changing from call to call, in place and not */
+  test_back_to_back(SYMMPIN_INPUT_STAGED, false, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 800000,
+                    small ? 6 : 60, SLOT_B2B, 400001);
+  test_back_to_back(SYMMPIN_INPUT_STAGED, true, SYMMPIN_INT32, SYMMPIN_SUM, 300007,
+                    small ? 6 : 60, SLOT_B2B, 399999);
   /* in-slot back-to-back needs a slot never used staged: reuse the in-slot matrix slot */
   test_back_to_back(SYMMPIN_INPUT_IN_SLOT, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_IN_SLOT);
   test_back_to_back(SYMMPIN_INPUT_IN_SLOT, true, SYMMPIN_INT32, SYMMPIN_SUM, 20001, small ? 20 : 300,

@@ -1,7 +1,7 @@
 /* CPU tests of the kernels' host logic (kernels/select.c): supports() against common/types.h's
  * lists, slot sizes against a host-side model of the one-shot slot layout
  * (kernels/oneshot_layout.h), slot classes, algorithm choice and launch geometry.
- * No GPU and no CUDA call: the layout model below mirrors what oneshot.cu addresses. */
+ * No GPU and no CUDA call: the layout model below mirrors what the kernels (kernels/device.cuh and the families) address. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdbool.h>
@@ -11,6 +11,7 @@
 
 #include "kernels/allreduce.h"
 #include "kernels/oneshot_layout.h"
+#include "kernels/twoshot_layout.h"
 #include "kernels/select.h"
 
 static const size_t counts[] = {0,    1,    2,    3,    7,     8,     9,      15,     16,
@@ -147,13 +148,15 @@ Test(kernels_slot_class, names) {
   }
   cr_expect_null(symmpin_kernel_slot_class_name(-1));
   cr_expect_null(symmpin_kernel_slot_class_name(SYMMPIN_KERNEL_SLOT_CLASSES));
-  /* symmpin-replay prints these (tests/planner/test_replay.py looks for "copy") */
+  /* symmpin-replay prints these (tests/planner/test_replay.py looks for "two-shot") */
   int ll = symmpin_kernel_slot_class(1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
-  int copy = symmpin_kernel_slot_class(1 << 22, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
+  int copy = symmpin_kernel_slot_class((1 << 16) + 1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
   int in_slot = symmpin_kernel_slot_class(1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_IN_SLOT);
+  int two = symmpin_kernel_slot_class(1 << 22, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
   cr_expect_str_eq(symmpin_kernel_slot_class_name(ll), "LL");
   cr_expect_str_eq(symmpin_kernel_slot_class_name(copy), "copy");
   cr_expect_str_eq(symmpin_kernel_slot_class_name(in_slot), "in-slot");
+  cr_expect_str_eq(symmpin_kernel_slot_class_name(two), "two-shot");
 }
 
 /* What the rule is for: two shapes whose algorithms differ (different slot layouts, or different
@@ -190,15 +193,24 @@ Test(kernels_slot_class, differs_whenever_the_algorithm_differs) {
 }
 
 /* The numbers themselves are visible: preload/agree.c's sharing class is stream * classes + class,
- * and symmpin-replay prints it; they stay what the variants were (LL 0, copy 1, direct 2 of 3). */
+ * and symmpin-replay prints it; they stay what the variants were (LL 0, copy 1, direct 2), the
+ * two-shot family came fourth (3 of 4). */
 Test(kernels_slot_class, numbers_unchanged) {
-  cr_expect_eq(SYMMPIN_KERNEL_SLOT_CLASSES, 3);
+  cr_expect_eq(SYMMPIN_KERNEL_SLOT_CLASSES, 4);
   for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
     size_t at = symmpin_oneshot_ll_max_bytes(n);
     cr_expect_eq(symmpin_kernel_slot_class(at, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 0);
     cr_expect_eq(symmpin_kernel_slot_class(at + 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 1);
     cr_expect_eq(symmpin_kernel_slot_class(at + 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
     cr_expect_eq(symmpin_kernel_slot_class(1, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
+    size_t two = symmpin_twoshot_min_bytes(n);
+    if (n == 1) {
+      cr_expect_eq(two, SIZE_MAX, "one rank never takes two-shot");
+      continue;
+    }
+    cr_expect_eq(symmpin_kernel_slot_class(two - 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 1);
+    cr_expect_eq(symmpin_kernel_slot_class(two, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 3);
+    cr_expect_eq(symmpin_kernel_slot_class(two, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
   }
 }
 
@@ -243,6 +255,53 @@ Test(kernels_layout, seq_next_skips_zero_and_alternates_parity) {
   }
 }
 
+/* Two-shot calls take two sequence numbers each, wrapping through 0; the parity must alternate
+ * from call to call everywhere, across the wrap too (a repeat would let a call's pushes overwrite
+ * what a slower peer still copies out of the previous call). */
+Test(kernels_layout, twoshot_parity_alternates_across_the_wrap) {
+  uint32_t starts[] = {0, 1, 2, 3, 0x7ffffff0u, 0xfffffff0u, 0xfffffff1u};
+  for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+    uint32_t epoch = starts[i];
+    unsigned prev = 2;
+    for (int k = 0; k < 64; k++) {
+      uint32_t seq = symmpin_twoshot_first_seq(epoch);
+      unsigned p = symmpin_twoshot_parity(seq);
+      cr_assert(p <= 1);
+      if (prev <= 1) cr_assert_neq(p, prev, "epoch %u: parity repeats", epoch);
+      prev = p;
+      epoch = seq + 1u; /* what the kernel leaves in the slot */
+    }
+  }
+}
+
+/* In and out regions of one parity never overlap, nor does any unit of one parity land on a unit
+ * of the other, for any two shapes (shards S, S'). */
+Test(kernels_layout, twoshot_regions_disjoint) {
+  for (int n = 2; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
+    size_t shards[] = {1, 31, 32, 33, 100};
+    for (size_t a = 0; a < 5; a++)
+      for (size_t b = 0; b < 5; b++) {
+        size_t S = shards[a], T = shards[b];
+        size_t cap = 2 * (2 * (size_t)n * (S > T ? S : T) + 64);
+        unsigned char *owner = calloc(cap, 1);
+        for (int q = 0; q < n; q++)
+          for (size_t u = 0; u < S; u++) {
+            size_t i = symmpin_twoshot_in_index(S, q, u, 0), o = symmpin_twoshot_out_index(S, n, q, u, 0);
+            cr_assert(i < cap && o < cap);
+            cr_expect_eq(owner[i], 0, "n %d S %zu: in unit reused", n, S);
+            cr_expect_eq(owner[o], 0, "n %d S %zu: out unit overlaps", n, S);
+            owner[i] = owner[o] = 1;
+          }
+        for (int q = 0; q < n; q++)
+          for (size_t u = 0; u < T; u++) {
+            cr_expect_neq(owner[symmpin_twoshot_in_index(T, q, u, 1)], 1, "parities meet");
+            cr_expect_neq(owner[symmpin_twoshot_out_index(T, n, q, u, 1)], 1, "parities meet");
+          }
+        free(owner);
+      }
+  }
+}
+
 /* Host model of what the kernels touch in a slot, in bytes from its start: the highest byte + 1. */
 static size_t model_extent(size_t count, int dtype, int nranks, symmpin_kernel_input form) {
   size_t bytes = count * symmpin_dtype_size(dtype);
@@ -264,6 +323,19 @@ static size_t model_extent(size_t count, int dtype, int nranks, symmpin_kernel_i
         size_t u = symmpin_oneshot_unit_index(q, p);
         if (u > top) top = u;
       }
+    return SYMMPIN_ONESHOT_HEADER_BYTES + (top + 1) * SYMMPIN_ONESHOT_UNIT_BYTES;
+  }
+  case SYMMPIN_ALGO_TWOSHOT: {
+    /* the last unit of the out region: owner n-1's last unit (16-byte vectors of one rank) */
+    size_t vecs = (bytes + SYMMPIN_ONESHOT_UNIT_BYTES - 1) / SYMMPIN_ONESHOT_UNIT_BYTES;
+    size_t S = (vecs + (size_t)nranks - 1) / (size_t)nranks;
+    size_t top = 0;
+    for (unsigned p = 0; p < 2; p++) {
+      size_t hi = symmpin_twoshot_out_index(S, nranks, nranks - 1, S - 1, p);
+      cr_expect_gt(symmpin_twoshot_out_index(S, nranks, 0, 0, p),
+                   symmpin_twoshot_in_index(S, nranks - 1, S - 1, p), "out after in");
+      if (hi > top) top = hi;
+    }
     return SYMMPIN_ONESHOT_HEADER_BYTES + (top + 1) * SYMMPIN_ONESHOT_UNIT_BYTES;
   }
   default: return SIZE_MAX;

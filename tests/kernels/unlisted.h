@@ -1,4 +1,4 @@
-/* Force-included (-include) ahead of kernels/select.c or kernels/oneshot.cu by
+/* Force-included (-include) ahead of kernels/select.c or kernels/allreduce.cu by
  * tests/kernels/meson.build, to show that common/types.h's lists and the kernels cannot drift
  * apart. It replaces a list after common/types.h defined it (its include guard keeps the real
  * definition from coming back):
@@ -6,7 +6,7 @@
  *   SYMMPIN_TEST_UNLISTED_DTYPE   a datatype without a kernels/select.h entry: select.c must not;
  *   SYMMPIN_TEST_UNLISTED_OP      an op without an entry: select.c must not;
  *   SYMMPIN_TEST_UNTYPED_DTYPE    a datatype whose entry says 1 but that has no kernel type:
- *                                 oneshot.cu must not. */
+ *                                 allreduce.cu must not. */
 #include "common/types.h"
 
 #undef SYMMPIN_DTYPES

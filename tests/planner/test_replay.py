@@ -269,7 +269,7 @@ def _():
         for y in e.values():
             assert (x["offset"] == y["offset"]) == (x["class"] == y["class"]), (x, y)
     assert e[("5a", 0)]["kernel"] == e[("7c", 0)]["kernel"] == "LL", e
-    assert e[("6b", 0)]["kernel"] == "copy", e[("6b", 0)]
+    assert e[("6b", 0)]["kernel"] == "two-shot", e[("6b", 0)]  # 1 MiB at 2 ranks
     assert e[("6b", 0)]["offset"] != e[("5a", 0)]["offset"]
     check_layout(c)
     assert c["planned_bytes"] == class_pool(c["sites"]) == c["lower_bound_bytes"]

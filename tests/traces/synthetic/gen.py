@@ -91,7 +91,7 @@ def sweep_one_process(name, nranks=4, iters=20):
 
 
 def mixed(name, steps=60, move_at=8):
-    """Tensor-parallel-like: small all-reduces (LL kernel sizes) and a large one (copy kernel) on one
+    """Tensor-parallel-like: small all-reduces (LL kernel sizes) and a large one (two-shot kernel at 2 ranks) on one
     stream; from step `move_at` on, site 0x5a is called on stream 1 instead (one site, two streams:
     two plan entries)."""
     loop = [(0x5a, 1024, "f32"), (0x6b, 1 << 18, "f32"), (0x7c, 4096, "bf16")]  # site, count, dtype

@@ -1,0 +1,227 @@
+/* The one-shot all-reduce algorithms (kernels/select.h, docs/kernels.md): every rank loads every
+ * rank's whole input and reduces all of it.
+ *  - ONESHOT_LL (staged, small): each rank pushes its input as 16-byte LL lines {data, epoch, data,
+ *    check} (check: the epoch mixed with the call's identity) into every rank's slot, then waits on
+ *    its own slot for every rank's lines of this epoch and reduces them in rank order. No barrier.
+ *  - ONESHOT_COPY (staged, large): copy-in to this rank's slot, one start barrier, load every rank's
+ *    data, reduce in rank order. Two staging parities make an end barrier unnecessary.
+ *  - ONESHOT_IN_SLOT: input already in the slot; start barrier, load/reduce/store, end barrier.
+ * Included by kernels/allreduce.cu after kernels/device.cuh. */
+#ifndef SYMMPIN_KERNELS_ONESHOT_CUH
+#define SYMMPIN_KERNELS_ONESHOT_CUH
+
+#include "kernels/device.cuh"
+
+namespace {
+
+constexpr int kRoundUnits = 2; /* IN_SLOT in place: units per thread held in registers per round */
+
+/* ---- LL algorithm ---- */
+
+/* LL, push: my lines into every rank's slot (mine included), region of source rank P.rank. */
+__device__ __forceinline__ void ll_push(const Params &P, uint32_t seq, const Geo &g) {
+  const int n = P.nranks;
+  const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
+  const size_t L = P.units;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
+  const unsigned parity = seq & 1;
+  for (size_t l = first; l < L; l += stride) {
+    size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
+    size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
+    uint32_t w[2];
+    load_user<8>(P.send + off, valid, w);
+    uint4 line = make_uint4(w[0], seq, w[1], check);
+    size_t u = symmpin_oneshot_unit_index((size_t)P.rank * L + l, parity);
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; s++)
+      if (s < n) st_volatile_v4(P.slot[s] + kHeader + u * SYMMPIN_ONESHOT_UNIT_BYTES, line);
+  }
+}
+
+/* LL, then: wait for every rank's line of this epoch and reduce in rank order. The same thread
+ * pushed these input bytes (ll_push, same grid), so in place (recv == send) is safe. */
+template <class D, int OP>
+__device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq, const Geo &g,
+                                          int *abort_flag) {
+  const int n = P.nranks;
+  const size_t L = P.units;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
+  const unsigned parity = seq & 1;
+  const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
+  const char *own = P.slot[P.rank] + kHeader;
+  for (size_t l = first; l < L; l += stride) {
+    uint32_t in[kMaxRanks][2];
+    unsigned pending = (1u << n) - 1;
+    long long start = clock64();
+    long long odd_since = 0; /* a line of this epoch with another call's check seen since */
+    int odd_rank = -1;
+    bool gave_up = false;
+    while (pending) {
+      bool odd = false;
+#pragma unroll
+      for (int s = 0; s < kMaxRanks; s++) {
+        if (pending & (1u << s)) {
+          size_t u = symmpin_oneshot_unit_index((size_t)s * L + l, parity);
+          uint4 v = ld_volatile_v4(own + u * SYMMPIN_ONESHOT_UNIT_BYTES);
+          if (v.y == seq && v.w == check) {
+            in[s][0] = v.x, in[s][1] = v.z;
+            pending &= ~(1u << s);
+          } else if (v.y == seq) {
+            odd = true;
+            odd_rank = s;
+          }
+        }
+      }
+      if (!pending) break;
+      /* The epoch right and the call wrong, for longer than a line takes to land whole: the
+       * peer's data at this epoch is another call's (the ranks are out of step). */
+      long long now = clock64();
+      if (!odd) {
+        odd_since = 0;
+      } else if (!odd_since) {
+        odd_since = now;
+      } else if (now - odd_since > kTornCycles) {
+        report_timeout(P, odd_rank, seq, true);
+        gave_up = true;
+        break;
+      }
+      if (expired(P, start)) {
+        report_timeout(P, __ffs(pending) - 1, seq);
+        gave_up = true;
+        break;
+      }
+    }
+    if (gave_up) {
+      *abort_flag = 1; /* a group's later calls of this block need not wait too */
+      break;
+    }
+    uint32_t out[2];
+    reduce_packs<D, OP, 8>(in, n, out);
+    size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
+    store_user<8>(P.recv + off, P.bytes - off < 8 ? P.bytes - off : 8, out);
+  }
+}
+
+template <class D, int OP>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
+  __shared__ int abort_flag; /* written when a wait gives up; read only by group_kernel */
+  if (threadIdx.x == 0) abort_flag = 0;
+  griddep_wait();
+  const Geo g = launch_geo();
+  const uint32_t seq = call_seq(P, g);
+  ll_push(P, seq, g);
+  ll_reduce<D, OP>(P, seq, g, &abort_flag);
+  griddep_launch_dependents();
+  epochs_advance(P, seq, g);
+}
+
+/* ---- COPY and IN_SLOT algorithms ---- */
+
+template <class D, int OP>
+__device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, uint32_t (&out)[4]) {
+  uint32_t in[kMaxRanks][4];
+#pragma unroll
+  for (int s = 0; s < kMaxRanks; s++) {
+    if (s < P.nranks) {
+      uint4 v = ld_volatile_v4(P.slot[s] + kHeader + data_off);
+      in[s][0] = v.x, in[s][1] = v.y, in[s][2] = v.z, in[s][3] = v.w;
+    }
+  }
+  reduce_packs<D, OP, 16>(in, P.nranks, out);
+}
+
+/* COPY, copy-in into this parity's staging units. Each block copies exactly the units it (and the
+ * same block on every peer) reduces later, so only a per-block barrier is needed. */
+__device__ __forceinline__ void copy_in(const Params &P, uint32_t seq, const Geo &g) {
+  const size_t V = P.units;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
+  const unsigned parity = seq & 1;
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  for (size_t v = first; v < V; v += stride) {
+    size_t off = v * U;
+    uint32_t w[4];
+    load_user<16>(P.send + off, P.bytes - off < U ? P.bytes - off : U, w);
+    *(uint4 *)(P.slot[P.rank] + kHeader + symmpin_oneshot_unit_index(v, parity) * U) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+/* COPY, then: the start barrier and the reduction. No end barrier: the next call stages into the
+ * other parity, and the call after that runs only after its own start barrier proved every peer
+ * finished this call (docs/kernels.md). */
+template <class D, int OP>
+__device__ __forceinline__ void copy_reduce(const Params &P, uint32_t seq, int *abort_flag,
+                                            const Geo &g) {
+  const size_t V = P.units;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
+  const unsigned parity = seq & 1;
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  if (!barrier(P, seq, abort_flag, g)) return;
+  for (size_t v = first; v < V; v += stride) {
+    uint32_t out[4];
+    reduce_unit<D, OP>(P, symmpin_oneshot_unit_index(v, parity) * U, out);
+    size_t off = v * U;
+    store_user<16>(P.recv + off, P.bytes - off < U ? P.bytes - off : U, out);
+  }
+}
+
+template <class D, int OP, bool kInSlot>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(const Params P) {
+  __shared__ int abort_flag;
+  if (threadIdx.x == 0) abort_flag = 0;
+  const Geo g = launch_geo();
+  const size_t V = P.units;
+  const size_t first = g.first();
+  const size_t stride = g.stride();
+  uint32_t seq = call_seq(P, g);
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+
+  if constexpr (!kInSlot) {
+    copy_in(P, seq, g);
+    copy_reduce<D, OP>(P, seq, &abort_flag, g);
+  } else if (!P.inplace_slot) {
+    bool ok = barrier(P, seq, &abort_flag, g);
+    if (ok) {
+      for (size_t v = first; v < V; v += stride) {
+        uint32_t out[4];
+        reduce_unit<D, OP>(P, v * U, out);
+        store_user<16>(P.recv + v * U, P.bytes - v * U < U ? P.bytes - v * U : U, out);
+      }
+      /* End barrier: peers may still read my data area; the caller may overwrite it next. */
+      seq = symmpin_oneshot_seq_next(seq);
+      barrier(P, seq, &abort_flag, g);
+    }
+  } else {
+    /* In place in the slot: results may replace my data only after every peer has read it, so
+     * reduce a round into registers, barrier, then store. Every block runs the same number of
+     * rounds so that all epoch entries advance alike. */
+    bool ok = barrier(P, seq, &abort_flag, g);
+    const size_t per_round = stride * kRoundUnits;
+    const size_t rounds = (V + per_round - 1) / per_round;
+    for (size_t r = 0; ok && r < rounds; r++) {
+      uint32_t out[kRoundUnits][4];
+#pragma unroll
+      for (int k = 0; k < kRoundUnits; k++) {
+        size_t v = r * per_round + (size_t)k * stride + first;
+        if (v < V) reduce_unit<D, OP>(P, v * U, out[k]);
+      }
+      seq = symmpin_oneshot_seq_next(seq);
+      ok = barrier(P, seq, &abort_flag, g);
+      if (!ok) break;
+#pragma unroll
+      for (int k = 0; k < kRoundUnits; k++) {
+        size_t v = r * per_round + (size_t)k * stride + first;
+        if (v < V) store_user<16>(P.recv + v * U, P.bytes - v * U < U ? P.bytes - v * U : U, out[k]);
+      }
+    }
+  }
+  epochs_advance(P, seq, g);
+}
+
+} // namespace
+
+#endif

@@ -1,0 +1,156 @@
+/* The two-shot all-reduce (kernels/select.h SYMMPIN_ALGO_TWOSHOT, docs/kernels.md "Two-shot"):
+ * reduce-scatter then all-gather through the slots, for large staged calls. Rank s owns shard s
+ * of the input (kernels/twoshot_layout.h):
+ *   1. push: every rank stores its shard s into owner s's in[rank] (NVLink writes, no round trip);
+ *   2. barrier;
+ *   3. reduce: owner s reduces in rank order its own shard (read from `send`) and in[q] of every
+ *      peer q, writes the result to `recv` and stores it into every peer's out[s];
+ *   4. barrier;
+ *   5. copy out: every rank copies out[s] of every peer s into `recv`.
+ * Each rank moves 2 (n-1)/n x the message over NVLink (one-shot: (n-1) x, read) and reduces only
+ * its shard. All remote traffic is stores, which need no round trip per access.
+ *
+ * Blocks and barriers: thread t of block b handles the same unit positions u of every shard in
+ * every phase, on every rank (the geometry is a pure function of the shape). So what block b of a
+ * peer pushed for block b of the owner, and what the owner pushed back, is covered by the
+ * per-block barrier (device.cuh), and in place (recv == send) is safe: a thread reads its input
+ * units (phases 1 and 3) before it writes the same units of recv (phases 3 and 5).
+ * Included by kernels/allreduce.cu after kernels/device.cuh. */
+#ifndef SYMMPIN_KERNELS_TWOSHOT_CUH
+#define SYMMPIN_KERNELS_TWOSHOT_CUH
+
+#include "kernels/device.cuh"
+#include "kernels/twoshot_layout.h"
+
+namespace {
+
+/* Units a thread keeps in flight while copying (loads issued together, then the stores): a
+ * thread's loads would otherwise wait for one another behind each store. */
+constexpr int kTwoshotBatch = 4;
+
+/* Unit g (16-byte vector of one rank's input) of `send`, as many bytes as the input has there. */
+__device__ __forceinline__ uint4 load_send_unit(const Params &P, size_t g) {
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  uint32_t w[4];
+  size_t off = g * U;
+  load_user<16>(P.send + off, P.bytes - off < U ? P.bytes - off : U, w);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ void store_recv_unit(const Params &P, size_t g, uint4 v) {
+  constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  size_t off = g * U;
+  store_user<16>(P.recv + off, P.bytes - off < U ? P.bytes - off : U, w);
+}
+
+__device__ __forceinline__ char *twoshot_unit(const Params &P, int rank, size_t index) {
+  return P.slot[rank] + kHeader + index * SYMMPIN_ONESHOT_UNIT_BYTES;
+}
+
+/* Phase 1: my part of every peer's shard, into that peer's in[my rank]. */
+__device__ __forceinline__ void twoshot_push(const Params &P, size_t S, unsigned parity, const Geo &g) {
+  const int n = P.nranks, r = P.rank;
+  const size_t V = P.units, first = g.first(), stride = g.stride();
+  for (int k = 1; k < n; k++) {
+    const int s = (r + k) % n; /* peers in a rotating order: not every rank onto rank 0 first */
+    for (size_t u0 = first; u0 < S; u0 += stride * kTwoshotBatch) {
+      uint4 v[kTwoshotBatch];
+#pragma unroll
+      for (int j = 0; j < kTwoshotBatch; j++) {
+        size_t u = u0 + (size_t)j * stride, gu = (size_t)s * S + u;
+        if (u < S && gu < V) v[j] = load_send_unit(P, gu);
+      }
+#pragma unroll
+      for (int j = 0; j < kTwoshotBatch; j++) {
+        size_t u = u0 + (size_t)j * stride, gu = (size_t)s * S + u;
+        if (u < S && gu < V) st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_in_index(S, r, u, parity)), v[j]);
+      }
+    }
+  }
+}
+
+/* Phase 3: reduce my shard in rank order (my own input straight from send), write it to recv
+ * and into every peer's out[my rank]. */
+template <class D, int OP>
+__device__ __forceinline__ void twoshot_reduce(const Params &P, size_t S, unsigned parity, const Geo &g) {
+  const int n = P.nranks, r = P.rank;
+  const size_t V = P.units, first = g.first(), stride = g.stride();
+  for (size_t u = first; u < S && (size_t)r * S + u < V; u += stride) {
+    const size_t gu = (size_t)r * S + u;
+    uint32_t in[kMaxRanks][4];
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; q++) {
+      if (q < n) {
+        uint4 v = q == r ? load_send_unit(P, gu)
+                         : ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_in_index(S, q, u, parity)));
+        in[q][0] = v.x, in[q][1] = v.y, in[q][2] = v.z, in[q][3] = v.w;
+      }
+    }
+    uint32_t out[4];
+    reduce_packs<D, OP, 16>(in, n, out);
+    const uint4 res = make_uint4(out[0], out[1], out[2], out[3]);
+    for (int k = 1; k < n; k++) {
+      const int s = (r + k) % n;
+      st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_out_index(S, n, r, u, parity)), res);
+    }
+    store_recv_unit(P, gu, res);
+  }
+}
+
+/* Phase 5: every peer's reduced shard from my out region into recv. */
+__device__ __forceinline__ void twoshot_copy_out(const Params &P, size_t S, unsigned parity, const Geo &g) {
+  const int n = P.nranks, r = P.rank;
+  const size_t V = P.units, first = g.first(), stride = g.stride();
+  for (int k = 1; k < n; k++) {
+    const int s = (r + k) % n;
+    for (size_t u0 = first; u0 < S; u0 += stride * kTwoshotBatch) {
+      uint4 v[kTwoshotBatch];
+#pragma unroll
+      for (int j = 0; j < kTwoshotBatch; j++) {
+        size_t u = u0 + (size_t)j * stride, gu = (size_t)s * S + u;
+        if (u < S && gu < V) v[j] = ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_out_index(S, n, s, u, parity)));
+      }
+#pragma unroll
+      for (int j = 0; j < kTwoshotBatch; j++) {
+        size_t u = u0 + (size_t)j * stride, gu = (size_t)s * S + u;
+        if (u < S && gu < V) store_recv_unit(P, gu, v[j]);
+      }
+    }
+  }
+}
+
+/* The whole call on this block (own launch or a group's blocks), from the slot's epoch as this
+ * block read it. Two barriers (sequence numbers epoch + 1, epoch + 2: twoshot_layout.h). Returns
+ * the slot's epoch after the call. */
+template <class D, int OP>
+__device__ __forceinline__ uint32_t twoshot_run(const Params &P, uint32_t epoch, int *abort_flag,
+                                                const Geo &g) {
+  const size_t S = symmpin_twoshot_shard_units(P.units, P.nranks);
+  const uint32_t seq = symmpin_twoshot_first_seq(epoch);
+  const unsigned parity = symmpin_twoshot_parity(seq);
+  twoshot_push(P, S, parity, g);
+  if (barrier(P, seq, abort_flag, g)) {
+    twoshot_reduce<D, OP>(P, S, parity, g);
+    if (barrier(P, seq + 1u, abort_flag, g)) twoshot_copy_out(P, S, parity, g);
+  }
+  return seq + 1u; /* also after a timeout: the slot is not used again (kernels/allreduce.h) */
+}
+
+/* The slot's epoch as block b sees it at the start of a call (every thread reads it before
+ * epochs_advance moves it). */
+__device__ __forceinline__ uint32_t slot_epoch(const Params &P, const Geo &g) {
+  return ld_volatile_u32(&epochs(P)[g.b]);
+}
+
+template <class D, int OP>
+__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) twoshot_kernel(const Params P) {
+  __shared__ int abort_flag;
+  if (threadIdx.x == 0) abort_flag = 0;
+  const Geo g = launch_geo();
+  epochs_advance(P, twoshot_run<D, OP>(P, slot_epoch(P, g), &abort_flag, g), g);
+}
+
+} // namespace
+
+#endif
