@@ -23,6 +23,7 @@ static const char *const reason_names[SYMMPIN_PLAN_REASON_COUNT] = {
     [SYMMPIN_PLAN_CONFLICT] = "overlaps a site sharing its bytes",
     [SYMMPIN_PLAN_STREAM_OFF_PLAN] = "stream off-plan",
     [SYMMPIN_PLAN_UNPLANNED] = "not planned yet",
+    [SYMMPIN_PLAN_NCCL_FASTER] = "NCCL measured faster",
 };
 
 const char *symmpin_plan_reason_name(symmpin_plan_reason r) {
@@ -68,6 +69,8 @@ typedef struct plan_impl {
   symmpin_plan_index *head;    /* uthash head */
   shape_index *shapes;         /* storage, one per pinned site at most */
   shape_index *shape_head;     /* uthash head */
+  shape_index *slow;           /* storage: shapes measured faster on NCCL, one per site at most */
+  shape_index *slow_head;      /* uthash head */
 } plan_impl;
 
 void symmpin_plan_free(symmpin_plan *p) {
@@ -77,6 +80,8 @@ void symmpin_plan_free(symmpin_plan *p) {
   free(pi->entries);
   HASH_CLEAR(hh, pi->shape_head);
   free(pi->shapes);
+  HASH_CLEAR(hh, pi->slow_head);
+  free(pi->slow);
   free(p->sites);
   free(pi);
 }
@@ -99,6 +104,15 @@ const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t 
   return e ? &p->sites[e->i] : NULL;
 }
 
+bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op) {
+  if (!p) return false;
+  const plan_impl *pi = (const plan_impl *)p;
+  shape_key k = {.count = count, .dtype = dtype, .op = op};
+  shape_index *e;
+  HASH_FIND(hh, pi->slow_head, &k, sizeof k, e);
+  return e != NULL;
+}
+
 symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
                                        int dtype, int op, int stream_ord,
                                        const symmpin_plan_site **entry) {
@@ -117,7 +131,8 @@ bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy
   size_t esize = symmpin_dtype_size(dtype);
   if (!esize || (pol->max_bytes && count > pol->max_bytes / esize)) return false;
   if (!pol->slot_bytes || !pol->slot_bytes((size_t)count, dtype, pol->nranks, pol->ctx)) return false;
-  return symmpin_plan_for_shape(p, count, dtype, op) == NULL;
+  return symmpin_plan_for_shape(p, count, dtype, op) == NULL &&
+         !symmpin_plan_shape_nccl_faster(p, count, dtype, op);
 }
 
 /* Index the pinned sites by shape; of several with one shape, the one of the earliest epoch, then
@@ -144,7 +159,34 @@ static bool index_shapes(plan_impl *pi) {
     e->i = i;
     HASH_ADD(hh, pi->shape_head, key, sizeof(e->key), e);
   }
+  /* The shapes measured faster on NCCL. */
+  pi->slow = calloc(p->nsites ? p->nsites : 1, sizeof(*pi->slow));
+  if (!pi->slow) return false;
+  n = 0;
+  for (size_t i = 0; i < p->nsites; i++) {
+    const symmpin_plan_site *s = &p->sites[i];
+    if (s->reason != SYMMPIN_PLAN_NCCL_FASTER) continue;
+    shape_key k = {.count = s->count, .dtype = s->dtype, .op = s->op};
+    shape_index *e;
+    HASH_FIND(hh, pi->slow_head, &k, sizeof k, e);
+    if (e) continue;
+    e = &pi->slow[n++];
+    e->key = k;
+    e->i = i;
+    HASH_ADD(hh, pi->slow_head, key, sizeof(e->key), e);
+  }
   return true;
+}
+
+/* Whether the policy or an earlier plan names this shape as faster on NCCL. */
+static bool nccl_faster(const symmpin_plan_policy *pol, const symmpin_plan *prev, uint64_t count,
+                        int dtype, int op) {
+  if (symmpin_plan_shape_nccl_faster(prev, count, dtype, op)) return true;
+  for (size_t i = 0; i < pol->n_nccl_faster && pol->nccl_faster; i++) {
+    const symmpin_plan_shape *x = &pol->nccl_faster[i];
+    if (x->count == count && x->dtype == dtype && x->op == op) return true;
+  }
+  return false;
 }
 
 /* ---- building ---- */
@@ -497,8 +539,19 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
     *ps = (symmpin_plan_site){.site = s->site, .count = c->count, .dtype = c->dtype, .op = c->op,
                               .stream_ord = c->stream_ord, .epoch = p->epoch, .calls = s->calls0};
     ps->reason = decide(&b, s, ps);
+    if (ps->reason == SYMMPIN_PLAN_PINNED && nccl_faster(pol, prev, ps->count, ps->dtype, ps->op))
+      ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
     if (ps->reason != SYMMPIN_PLAN_PINNED) ps->slot_bytes = 0;
     ps->slot_bytes = align_up(ps->slot_bytes, p->alignment);
+  }
+
+  /* Earlier pinned sites of shapes now measured faster on NCCL: demoted, bytes kept. */
+  for (size_t i = 0; i < nold && pol->n_nccl_faster; i++) {
+    symmpin_plan_site *ps = &p->sites[i];
+    if (ps->pinned && nccl_faster(pol, NULL, ps->count, ps->dtype, ps->op)) {
+      ps->pinned = false;
+      ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
+    }
   }
 
   /* Slot items: every site holding bytes from earlier plans (pinned or demoted: their bytes stay

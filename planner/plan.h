@@ -38,6 +38,8 @@ typedef enum symmpin_plan_reason {
   SYMMPIN_PLAN_CONFLICT,         /* a later record showed it in flight with a site sharing its bytes */
   SYMMPIN_PLAN_STREAM_OFF_PLAN,  /* lookup: this call's stream is not the one planned */
   SYMMPIN_PLAN_UNPLANNED,        /* lookup: site first seen after the plan */
+  SYMMPIN_PLAN_NCCL_FASTER,      /* its shape ran faster on NCCL than on symmpin's kernel, as
+                                  * measured on every rank (policy.nccl_faster) */
   SYMMPIN_PLAN_REASON_COUNT,
 } symmpin_plan_reason;
 
@@ -79,6 +81,12 @@ typedef struct symmpin_plan_kernels {
   const char *(*class_name)(int klass); /* for reports ("LL", "copy", ...) */
 } symmpin_plan_kernels;
 
+/* A call shape. */
+typedef struct symmpin_plan_shape {
+  uint64_t count;
+  int dtype, op;
+} symmpin_plan_shape;
+
 typedef struct symmpin_plan_policy {
   symmpin_plan_mode mode;
   uint64_t max_bytes;             /* SYMMPIN_MAX_BYTES: larger messages stay on NCCL; 0 = no limit */
@@ -91,6 +99,12 @@ typedef struct symmpin_plan_policy {
    * CUDA graphs, handed out at capture time without any agreement. Placed once, by the first
    * plan made with a nonzero value, after that plan's slots; kept by every later plan. 0 = none. */
   uint64_t capture_bytes;
+  /* Shapes measured faster on NCCL than on symmpin's kernel (by the slowest rank's numbers,
+   * preload/agree.c): their pinned sites are demoted (their bytes stay reserved: calls issued
+   * before may still run) and no site of theirs is pinned again, in this plan and every later
+   * one (a demotion is final). May be NULL; the same on every rank. */
+  const symmpin_plan_shape *nccl_faster;
+  size_t n_nccl_faster;
 } symmpin_plan_policy;
 
 typedef struct symmpin_plan_site {
@@ -151,9 +165,12 @@ const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site)
 const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t count, int dtype,
                                                 int op);
 
+/* Whether this shape was measured faster on NCCL (a site of it has SYMMPIN_PLAN_NCCL_FASTER). O(1). */
+bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op);
+
 /* Whether a call of this shape could be pinned (a datatype and op the kernels take, at most
- * max_bytes, a nonzero slot size) but no pinned site of p has it: a shape the plan has not caught
- * up with. A pure function of the plan, the policy and the shape, so the same on every rank (the
+ * max_bytes, a nonzero slot size, not measured faster on NCCL) but no pinned site of p has it: a
+ * shape the plan has not caught up with. A pure function of the plan, the policy and the shape, so the same on every rank (the
  * schedule closes a record early for such calls). false when p is NULL. */
 bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol,
                                 uint64_t count, int dtype, int op);

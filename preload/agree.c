@@ -34,12 +34,15 @@ typedef struct hello_blob {
   int32_t pid, pad;
 } hello_blob;
 
+/* The record round's blob: this head, the encoded record (record_bytes), then ntimes
+ * symmpin_choice_entry (this rank's measurements, choice.h). */
 typedef struct record_head {
   uint64_t call_index;      /* the call that closed the record */
   int32_t capturing;        /* that call was being captured: nothing may allocate now */
-  int32_t pad;
+  uint32_t ntimes;          /* measured shapes after the record */
   symmpin_pool_facts facts; /* this rank's GPU, for the P2P check (every epoch: blobs of old
                                rounds are overwritten, so nothing is read from the hello) */
+  uint64_t record_bytes;
 } record_head;
 
 typedef struct plan_blob {
@@ -276,7 +279,11 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
 /* Call n closes the record: post it (round 3e-1). */
 static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   a->epoch++;
-  size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls);
+  symmpin_choice_entry times[SYMMPIN_CHOICE_SHAPES];
+  size_t ntimes = a->p.ops.shape_times
+                      ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;
+  size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls) +
+                ntimes * sizeof times[0];
   if (need > a->blob_cap) {
     void *nb = realloc(a->blob, need);
     if (!nb) {
@@ -286,16 +293,18 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
     a->blob = nb;
     a->blob_cap = need;
   }
-  record_head head = {.call_index = n, .capturing = capturing};
+  record_head head = {.call_index = n, .capturing = capturing, .ntimes = (uint32_t)ntimes};
   if (a->p.ops.gpu_facts(a->p.ops.ctx, &head.facts) != SYMMPIN_OK)
     return stop(a, SYMMPIN_AGREE_ERROR, "cannot read this GPU's identity");
-  memcpy(a->blob, &head, sizeof head);
   size_t len = 0;
   symmpin_status st = symmpin_record_encode(&a->record, (char *)a->blob + sizeof head,
                                             a->blob_cap - sizeof head, &len);
+  head.record_bytes = len;
+  memcpy(a->blob, &head, sizeof head);
+  memcpy((char *)a->blob + sizeof head + len, times, ntimes * sizeof times[0]);
   if (st == SYMMPIN_OK)
-    st = symmpin_board_post(a->board, ROUND_RECORD(a->epoch), a->blob, sizeof head + len,
-                            thread_id());
+    st = symmpin_board_post(a->board, ROUND_RECORD(a->epoch), a->blob,
+                            sizeof head + len + ntimes * sizeof times[0], thread_id());
   symmpin_record_restart(&a->record, n);
   if (st != SYMMPIN_OK) return stop(a, SYMMPIN_AGREE_ERROR, "cannot post the call record");
   a->phase = PHASE_RECORD_POSTED;
@@ -327,6 +336,10 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   const symmpin_record *rp[SYMMPIN_KERNEL_MAX_RANKS];
   symmpin_pool_facts facts[SYMMPIN_KERNEL_MAX_RANKS];
   uint64_t closes[SYMMPIN_KERNEL_MAX_RANKS];
+  /* Every rank's measurements, copied out of the board (aligned; validated below). */
+  static _Thread_local symmpin_choice_entry times[SYMMPIN_KERNEL_MAX_RANKS][SYMMPIN_CHOICE_SHAPES];
+  const symmpin_choice_entry *tp[SYMMPIN_KERNEL_MAX_RANKS];
+  size_t ntimes[SYMMPIN_KERNEL_MAX_RANKS];
   int decoded = 0;
   bool any_capturing = capturing;
   for (int r = 0; r < nranks; r++) {
@@ -335,10 +348,17 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     record_head head;
     if (!blob || bytes < sizeof head) break;
     memcpy(&head, blob, sizeof head);
+    /* A board is another process's word: sizes are checked before anything is read by them. */
+    if (head.ntimes > SYMMPIN_CHOICE_SHAPES || head.record_bytes > bytes - sizeof head ||
+        (bytes - sizeof head - head.record_bytes) / sizeof(symmpin_choice_entry) < head.ntimes)
+      break;
     closes[r] = head.call_index;
     any_capturing |= head.capturing != 0;
     facts[r] = head.facts;
-    if (symmpin_record_decode(blob + sizeof head, bytes - sizeof head, &records[r]) != SYMMPIN_OK)
+    ntimes[r] = head.ntimes;
+    memcpy(times[r], blob + sizeof head + head.record_bytes, head.ntimes * sizeof times[r][0]);
+    tp[r] = times[r];
+    if (symmpin_record_decode(blob + sizeof head, head.record_bytes, &records[r]) != SYMMPIN_OK)
       break;
     rp[r] = &records[r];
     decoded++;
@@ -353,6 +373,16 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   plan_blob pb = {0};
   if (aligned && !any_capturing) {
     symmpin_plan_policy pol = plan_policy(a);
+    /* The shapes every rank's measurements send back to NCCL: the same posts, the same list. */
+    symmpin_plan_shape slower[SYMMPIN_CHOICE_SHAPES];
+    pol.n_nccl_faster = symmpin_choice_verdict(tp, ntimes, nranks, slower, SYMMPIN_CHOICE_SHAPES);
+    pol.nccl_faster = slower;
+    for (size_t i = 0; i < pol.n_nccl_faster; i++)
+      if (!symmpin_plan_shape_nccl_faster(a->plan, slower[i].count, slower[i].dtype, slower[i].op))
+        SYMMPIN_INFO("comm %d rank %d: all-reduces of %llu x %s (%s) ran faster on NCCL on the "
+                     "slowest rank: NCCL takes them from the next plan on", a->p.comm, a->p.rank,
+                     (unsigned long long)slower[i].count, symmpin_dtype_name(slower[i].dtype),
+                     symmpin_op_name(slower[i].op));
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
         a->p.ops.reserve(a->p.ops.ctx, a->candidate->pool_bytes, pb.export_rec) == SYMMPIN_OK) {
       pb.digest = a->candidate->digest;

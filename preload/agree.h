@@ -33,6 +33,7 @@
 #include "common/commkey.h"
 #include "common/types.h"
 #include "planner/plan.h"
+#include "preload/choice.h"
 #include "symmem/pool.h"
 
 /* The GPU side of an epoch, supplied by the engine (CPU tests supply fakes). Every function may
@@ -58,6 +59,10 @@ typedef struct symmpin_agree_ops {
    * before their first all-reduce goes to NCCL): a rank that has not is on another host, known
    * at once instead of after SYMMPIN_TIMEOUT_MS. */
   bool (*first_call_done)(void *ctx);
+  /* May be NULL (SYMMPIN_CHOOSE=static): this rank's measured medians per shape (choice.h), at
+   * most cap; posted with the record, so that every rank sends the same shapes back to NCCL
+   * (symmpin_choice_verdict) in the plan of that epoch. */
+  size_t (*shape_times)(void *ctx, symmpin_choice_entry *out, size_t cap);
   /* Test hook, may be NULL: called when a wait for `round` gave up, before this rank proposes
    * FAIL (the CPU tests let a peer post and decide at exactly that moment). */
   void (*gave_up)(void *ctx, uint32_t round);

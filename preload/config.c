@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "planner/warmup.h"
 #include "preload/agree.h"
+#include "preload/choice.h"
 
 static const char *const debug_levels[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 
@@ -81,6 +82,11 @@ static const symmpin_config_var vars[] = {
      "then one in 16), on NCCL before a site is pinned and on symmpin after, for the "
      "statistics' time per call and the time saved (symmpin run sets it)",
      OFF(measure), 0, 0, NULL},
+    {"SYMMPIN_CHOOSE", SYMMPIN_CONFIG_CHOICE, "measure",
+     "how a call shape is given to symmpin's kernel or NCCL: measure (time both on sampled eager "
+     "calls, 16 per shape and path, and send back to NCCL, for good, every shape whose symmpin "
+     "time on the slowest rank is above NCCL's) or static (the size thresholds alone)",
+     OFF(choose), 0, 0, symmpin_choice_mode_names},
     {"SYMMPIN_TEST_FAULT", SYMMPIN_CONFIG_STRING, "",
      "tests only: inject one fault, skip:RANK:CALL (that rank fails to launch the kernel of "
      "its CALL-th all-reduce on each communicator) or diverge:RANK:CALL (that rank sends that "

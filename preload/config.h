@@ -33,6 +33,7 @@ typedef struct symmpin_config {
   uint64_t kernel_timeout_ms;                /* SYMMPIN_KERNEL_TIMEOUT_MS: 0 = no deadline */
   int stack_depth;                           /* SYMMPIN_STACK_DEPTH */
   bool measure;                              /* SYMMPIN_MEASURE: time sampled calls */
+  int choose;                                /* SYMMPIN_CHOOSE: symmpin_choice_mode */
   uint64_t watch_ms;                         /* SYMMPIN_WATCH_MS: the watch thread, 0 = none */
   char test_fault[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_TEST_FAULT: tests only, "" = none */
   bool test_one_rank;                        /* SYMMPIN_TEST_ONE_RANK: tests only */

@@ -17,6 +17,7 @@
 #include "kernels/allreduce.h"
 #include "preload/agree.h"
 #include "preload/banner.h"
+#include "preload/choice.h"
 #include "preload/config.h"
 #include "preload/host.h"
 #include "preload/stats.h"
@@ -62,17 +63,20 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
   return f.kind == kind && f.rank == c->rank && f.call == n;
 }
 
-/* SYMMPIN_MEASURE: sampled eager calls (symmpin_stats_want_timing decides which) are timed with a
- * pair of CUDA events recorded around NCCL's call or symmpin's kernel on the call's stream, at
- * most TIMING_PAIRS in flight; a finished pair is read (cudaEventQuery, never a wait) at a later
- * call. */
+/* Timing, for the choice by measurement (SYMMPIN_CHOOSE=measure: preload/choice.h decides which
+ * calls, the first 16 per shape and path) and for the statistics (SYMMPIN_MEASURE:
+ * symmpin_stats_want_timing decides): sampled eager calls are timed with a pair of CUDA events
+ * recorded around NCCL's call or symmpin's kernel on the call's stream, at most TIMING_PAIRS in
+ * flight; a finished pair is read (cudaEventQuery, never a wait) at a later call. */
 #define TIMING_PAIRS 16
 #define TIMING_READS_PER_CALL 2
 
 typedef struct timing_pair {
   cudaEvent_t start, end; /* created on first use */
   uint64_t site;
+  symmpin_plan_shape shape;
   bool redirected;
+  bool for_stats, for_choice; /* who asked */
   enum { PAIR_FREE, PAIR_STARTED, PAIR_ENDED } state;
 } timing_pair;
 
@@ -141,7 +145,8 @@ struct symmpin_engine_comm {
   enum { FIRST_NONE, FIRST_STREAM, FIRST_RECORDED, FIRST_DONE } first;
   bool first_tried;          /* the first call with data was looked at */
   bool capturing_now;        /* the call being handled is captured (agreement callbacks ask) */
-  timing_pair *timings;      /* TIMING_PAIRS of them when SYMMPIN_MEASURE (and statistics) */
+  timing_pair *timings;      /* TIMING_PAIRS of them when timing is on (timing_on) */
+  symmpin_choice *choice;    /* this rank's samples per shape (SYMMPIN_CHOOSE=measure) */
   unsigned timing_next;      /* where the next read looks */
 };
 
@@ -226,6 +231,11 @@ static bool op_first_call_done(void *ctx) {
     else if (q != cudaErrorNotReady) cudaGetLastError();
   }
   return e->first == FIRST_DONE;
+}
+
+static size_t op_shape_times(void *ctx, symmpin_choice_entry *out, size_t cap) {
+  symmpin_comm *c = ctx;
+  return symmpin_choice_export(c->engine->choice, out, cap);
 }
 
 static symmpin_status op_gpu_facts(void *ctx, symmpin_pool_facts *out) {
@@ -317,6 +327,10 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
               .reserve = op_reserve, .attach = op_attach, .settle = op_settle,
               .first_call_done = op_first_call_done},
   };
+  if (cfg->choose == SYMMPIN_CHOOSE_MEASURE) {
+    e->choice = symmpin_choice_new(); /* without memory: the static choice */
+    if (e->choice) p.ops.shape_times = op_shape_times;
+  }
   char why[200];
   int cur = -1;
   cudaGetDevice(&cur);
@@ -355,7 +369,7 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
 
 static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
   if (e->timings) return true;
-  if (!c->stats || !symmpin_config_get()->measure) return false;
+  if (!e->choice && !(c->stats && symmpin_config_get()->measure)) return false;
   e->timings = calloc(TIMING_PAIRS, sizeof *e->timings);
   return e->timings != NULL;
 }
@@ -363,10 +377,14 @@ static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
 /* Start timing this call if it is sampled: the pair's index, or -1. Never inside a capture (events
  * would become graph nodes) nor a group (NCCL runs a group's calls at ncclGroupEnd). */
 static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
-                        const symmpin_engine_call *ec, bool redirected) {
-  if (ec->capturing || ec->group_depth > 0 || !timing_on(c, e) ||
-      !symmpin_stats_want_timing(c->stats, ec->site, redirected))
-    return -1;
+                        const symmpin_engine_call *ec, bool redirected, bool choice_may) {
+  if (ec->capturing || ec->group_depth > 0 || !timing_on(c, e)) return -1;
+  const symmpin_allreduce_call *a = ec->call;
+  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
+  bool for_choice = choice_may && symmpin_choice_want(e->choice, &shape, redirected);
+  bool for_stats = c->stats && symmpin_config_get()->measure &&
+                   symmpin_stats_want_timing(c->stats, ec->site, redirected);
+  if (!for_choice && !for_stats) return -1;
   for (int i = 0; i < TIMING_PAIRS; i++) {
     timing_pair *t = &e->timings[i];
     if (t->state != PAIR_FREE) continue;
@@ -379,8 +397,9 @@ static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
       cudaGetLastError();
       return -1;
     }
-    *t = (timing_pair){.start = t->start, .end = t->end, .site = ec->site,
-                       .redirected = redirected, .state = PAIR_STARTED};
+    *t = (timing_pair){.start = t->start, .end = t->end, .site = ec->site, .shape = shape,
+                       .redirected = redirected, .for_stats = for_stats,
+                       .for_choice = for_choice, .state = PAIR_STARTED};
     return i;
   }
   return -1; /* all in flight: this call is not sampled */
@@ -404,8 +423,10 @@ static void timing_read(symmpin_comm *c, struct symmpin_engine_comm *e) {
     cudaError_t q = cudaEventQuery(t->end);
     if (q == cudaErrorNotReady) continue;
     float ms = 0;
-    if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess)
-      symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
+    if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess) {
+      if (t->for_stats) symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
+      if (t->for_choice) symmpin_choice_add(e->choice, &t->shape, t->redirected, ms * 1000.0);
+    }
     cudaGetLastError();
     t->state = PAIR_FREE;
   }
@@ -437,6 +458,7 @@ static symmpin_reason reason_of(symmpin_plan_reason r) {
   case SYMMPIN_PLAN_STREAM_OFF_PLAN:
   case SYMMPIN_PLAN_NO_STREAM: return SYMMPIN_REASON_STREAM;
   case SYMMPIN_PLAN_UNPLANNED: return SYMMPIN_REASON_WARMUP;
+  case SYMMPIN_PLAN_NCCL_FASTER: return SYMMPIN_REASON_MEASURED;
   default: return SYMMPIN_REASON_DISAGREE;
   }
 }
@@ -637,7 +659,7 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
     if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
       ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
   }
-  int timing = ok && timed ? timing_start(c, e, timed, true) : -1;
+  int timing = ok && timed ? timing_start(c, e, timed, true, true) : -1;
   ok = ok && (n == 1 ? symmpin_kernel_launch(k, stream)
                      : symmpin_kernel_launch_group(k, n, stream)) == SYMMPIN_OK;
   timing_end(e, timing, stream, ok);
@@ -785,7 +807,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
-    ec->timing = timing_start(c, e, ec, false);
+    ec->timing = timing_start(c, e, ec, false, false);
     return false;
   }
   /* Eager calls: the slot of the pinned site of their shape, whatever their stream (the home
@@ -800,6 +822,12 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     int home = -1;
     *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot, &home));
   }
+  /* The choice by measurement: some of a newly pinned shape's eager calls go to NCCL to be
+   * timed there (the same calls on every rank: choice.h). */
+  if (*reason == SYMMPIN_REASON_NONE && !ec->capturing && e->choice) {
+    symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
+    if (symmpin_choice_probe(e->choice, &shape)) *reason = SYMMPIN_REASON_PROBE;
+  }
   if (*reason == SYMMPIN_REASON_NONE && fault_hits(c, FAULT_DIVERGE, n))
     *reason = SYMMPIN_REASON_DISAGREE; /* the test's divergent rank: NCCL, logged as such */
   /* Log the route before anything can wait, then compare with the peers' logs. */
@@ -812,7 +840,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     return true;
   }
   if (*reason != SYMMPIN_REASON_NONE) {
-    ec->timing = timing_start(c, e, ec, false);
+    ec->timing = timing_start(c, e, ec, false, *reason == SYMMPIN_REASON_PROBE);
     return false;
   }
   bool hold = ec->group_depth > 0 && ec->may_batch;
@@ -839,6 +867,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
 
 static void engine_free_host(struct symmpin_engine_comm *e) {
   symmpin_agree_close(e->agree);
+  symmpin_choice_free(e->choice);
   free(e);
 }
 

@@ -6,7 +6,8 @@ static const char *const names[SYMMPIN_REASON_COUNT] = {
     [SYMMPIN_REASON_TOO_LARGE] = "too_large", [SYMMPIN_REASON_TYPE_OP] = "type_op",
     [SYMMPIN_REASON_COMM] = "comm",         [SYMMPIN_REASON_DISAGREE] = "disagree",
     [SYMMPIN_REASON_CAPTURE] = "capture",   [SYMMPIN_REASON_STREAM] = "stream",
-    [SYMMPIN_REASON_ERROR] = "error",
+    [SYMMPIN_REASON_ERROR] = "error",       [SYMMPIN_REASON_MEASURED] = "measured",
+    [SYMMPIN_REASON_PROBE] = "probe",
 };
 
 const char *symmpin_reason_name(symmpin_reason r) {

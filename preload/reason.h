@@ -16,7 +16,9 @@ typedef enum symmpin_reason {
                                    never plans or allocates during capture */
   SYMMPIN_REASON_STREAM = 8,    /* stream off-plan (safety net) */
   SYMMPIN_REASON_ERROR = 9,     /* an internal failure: logged once, NCCL from then on */
-  SYMMPIN_REASON_COUNT = 10,
+  SYMMPIN_REASON_MEASURED = 10, /* this shape ran faster on NCCL, measured on every rank */
+  SYMMPIN_REASON_PROBE = 11,    /* a pinned shape's call timed on NCCL to compare (choice.h) */
+  SYMMPIN_REASON_COUNT = 12,
 } symmpin_reason;
 
 const char *symmpin_reason_name(symmpin_reason r);

@@ -414,6 +414,51 @@ Test(plan, later_group_conflict_demotes_later_site) {
   symmpin_plan_free(p1);
 }
 
+/* Per-call-site choice by measurement: a shape measured faster on NCCL (policy.nccl_faster) is
+ * demoted in the plan that learns it (its bytes stay reserved: kernels issued before may still
+ * run), no later site of that shape is pinned, in that plan or any later one (final), the schedule
+ * stops asking for it (shape_missing), and the digest changes. */
+Test(plan, shapes_measured_faster_on_nccl_are_demoted_for_good) {
+  tcall e0[] = {{1, 100, F32, SUM, 0, 0}, {2, 5000, F32, SUM, 0, 0}};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p0 = plan_same(e0, 2, 2, &pol, NULL, 0);
+  cr_assert(site_of(p0, 1)->pinned && site_of(p0, 2)->pinned);
+  /* Epoch 1 learns that 5000 f32 sum runs faster on NCCL; site 3 (same shape) appears. */
+  symmpin_plan_shape slow[] = {{5000, F32, SUM}, {777, F32, SUM} /* a shape nobody calls */};
+  symmpin_plan_policy pol1 = pol;
+  pol1.nccl_faster = slow;
+  pol1.n_nccl_faster = 2;
+  tcall e1[] = {{1, 100, F32, SUM, 0, 0}, {2, 5000, F32, SUM, 0, 0}, {3, 5000, F32, SUM, 1, 0}};
+  symmpin_plan *p1 = plan_same(e1, 3, 2, &pol1, p0, 2);
+  cr_assert(site_of(p1, 1)->pinned);
+  cr_assert_not(site_of(p1, 2)->pinned);
+  cr_assert_eq(site_of(p1, 2)->reason, SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_eq(site_of(p1, 2)->offset, site_of(p0, 2)->offset); /* bytes stay reserved */
+  cr_assert_eq(site_of(p1, 2)->slot_bytes, site_of(p0, 2)->slot_bytes);
+  cr_assert_not(site_of(p1, 3)->pinned);
+  cr_assert_eq(site_of(p1, 3)->reason, SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_null(symmpin_plan_for_shape(p1, 5000, F32, SUM));
+  cr_assert(symmpin_plan_shape_nccl_faster(p1, 5000, F32, SUM));
+  cr_assert_not(symmpin_plan_shape_nccl_faster(p1, 100, F32, SUM));
+  cr_assert_not(symmpin_plan_shape_nccl_faster(p1, 777, F32, SUM), "only shapes of its sites");
+  cr_assert_not(symmpin_plan_shape_missing(p1, &pol, 5000, F32, SUM), "not asked for again");
+  cr_assert(symmpin_plan_shape_missing(p1, &pol, 4000, F32, SUM));
+  const symmpin_plan_site *e = NULL;
+  cr_assert_eq(symmpin_plan_route(p1, 2, 5000, F32, SUM, 0, &e), SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_null(e);
+  cr_assert_neq(p1->digest, p0->digest);
+  /* Epoch 2 without the list: the demotion stays, also for a new site of that shape. */
+  tcall e2[] = {{2, 5000, F32, SUM, 0, 0}, {4, 5000, F32, SUM, 0, 0}};
+  symmpin_plan *p2 = plan_same(e2, 2, 2, &pol, p1, 5);
+  cr_assert_not(site_of(p2, 2)->pinned);
+  cr_assert_eq(site_of(p2, 4)->reason, SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_null(symmpin_plan_for_shape(p2, 5000, F32, SUM));
+  cr_assert_eq(symmpin_plan_for_shape(p2, 100, F32, SUM), site_of(p2, 1));
+  symmpin_plan_free(p0);
+  symmpin_plan_free(p1);
+  symmpin_plan_free(p2);
+}
+
 Test(plan, a_shape_keeps_its_slot_when_a_later_epoch_pins_a_smaller_id) {
   /* Epoch 0 pins site 5 (shape 100 f32 sum) on stream 1; epoch 1 pins site 3, same shape, on
    * stream 0 (another slot). Calls of that shape keep going to site 5's slot: the routing entry is

@@ -58,7 +58,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev) {
   free(ev);
   return cudaSuccess;
 }
+/* Kernel launches made on this thread, and what the elapsed times are (fake_set_elapsed). An
+ * event's 16 bytes hold the launch count at its record. */
+static _Thread_local uint64_t launches_here;
+static _Thread_local float elapsed_kernel = 0.001f, elapsed_other = 0.001f;
+
+void fake_set_elapsed(float kernel_ms, float other_ms) {
+  elapsed_kernel = kernel_ms;
+  elapsed_other = other_ms;
+}
+
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
+  memcpy((void *)ev, &launches_here, sizeof launches_here);
   log_op((fake_op){.kind = FAKE_RECORD, .stream = s, .event = ev, .offset = -1});
   return cudaSuccess;
 }
@@ -72,9 +83,10 @@ cudaError_t cudaEventQuery(cudaEvent_t ev) {
   return cudaSuccess; /* nothing runs: everything has completed */
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
-  (void)a;
-  (void)b;
-  *ms = 0.001f;
+  uint64_t at_a, at_b;
+  memcpy(&at_a, (const void *)a, sizeof at_a);
+  memcpy(&at_b, (const void *)b, sizeof at_b);
+  *ms = at_b > at_a ? elapsed_kernel : elapsed_other;
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
@@ -220,6 +232,7 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
   if (!my_base || slot < my_base || slot >= my_base + FAKE_POOL_CAPACITY) return SYMMPIN_ERR_INVALID;
   log_op((fake_op){.kind = FAKE_LAUNCH, .stream = stream, .offset = (int64_t)(slot - my_base),
                    .count = call->count});
+  launches_here++;
   return SYMMPIN_OK;
 }
 
@@ -236,6 +249,7 @@ symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int
   log_op((fake_op){.kind = FAKE_GROUP, .stream = stream,
                    .offset = (int64_t)((const unsigned char *)calls[0].slot[calls[0].rank] - my_base),
                    .count = (size_t)n});
+  launches_here++;
   return SYMMPIN_OK;
 }
 

@@ -34,4 +34,9 @@ void fake_ops_clear(void);
 /* The next kernel launch on this thread fails (SYMMPIN_ERR_CUDA), once. */
 void fake_fail_next_launch(void);
 
+/* What cudaEventElapsedTime reports on this thread between two events: kernel_ms when a kernel
+ * launch (single or group) was made on this thread between their records, else other_ms (NCCL's
+ * call, which the fakes do not run). Default 0.001 ms both. */
+void fake_set_elapsed(float kernel_ms, float other_ms);
+
 #endif

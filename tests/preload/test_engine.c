@@ -13,6 +13,7 @@
 
 #include "common/commkey.h"
 #include "preload/comm.h"
+#include "preload/choice.h"
 #include "preload/config.h"
 #include "preload/engine.h"
 #include "engine_fakes.h"
@@ -58,6 +59,7 @@ typedef struct world {
   size_t ncalls;
   outcome out[RANKS][CALLS];
   _Atomic int progress[RANKS];
+  float kernel_ms, other_ms; /* nonzero: the fake event times (fake_set_elapsed) */
 } world;
 
 static world W;
@@ -71,6 +73,9 @@ static void config(void) {
   cfg.planner = SYMMPIN_PLAN_SHARED;
   cfg.timeout_ms = 5000;
   cfg.stack_depth = 1;
+  /* The tests below check launches and their order under the static choice; the choice by
+   * measurement (which sends some calls to NCCL to time them) has its own test. */
+  cfg.choose = SYMMPIN_CHOOSE_STATIC;
   symmpin_config_set_for_tests(&cfg);
 }
 
@@ -137,6 +142,7 @@ static void *make_call(void *arg) {
   symmpin_reason reason = SYMMPIN_REASON_NONE;
   fake_ops_clear();
   o->taken = symmpin_engine_allreduce(c, &ec, &rc, &reason);
+  if (!o->taken) symmpin_engine_nccl_done(c, &ec, 0); /* as the preload does after NCCL's call */
   o->rc = rc;
   o->reason = reason;
   /* The group's end after its last call, as the preload makes it before the real ncclGroupEnd. */
@@ -159,6 +165,7 @@ static void *rank_main(void *arg) {
   symmpin_comm *c = symmpin_comm_register((void *)(uintptr_t)(0xc0 + rank), W.key, rank, RANKS,
                                           rank, true);
   cr_assert_not_null(c);
+  if (W.kernel_ms > 0) fake_set_elapsed(W.kernel_ms, W.other_ms);
   for (size_t i = 0; i < W.ncalls; i++) {
     /* Lockstep, as the kernels keep real ranks (a redirected call completes when every rank has
      * made it): call i + 1 only once every peer has made call i. */
@@ -544,4 +551,66 @@ Test(engine, every_slot_of_a_large_group_keeps_its_order_across_streams) {
     checked++;
   }
   cr_assert_geq(checked, 4, "groups checked: %d", checked);
+}
+
+/* The choice by measurement (SYMMPIN_CHOOSE=measure) with fake event times: after the plan, each
+ * pinned shape's odd calls of its first 32 go to NCCL as probes, the same calls on both ranks;
+ * with the kernel timed slower than NCCL, a later plan sends both shapes back to NCCL on both
+ * ranks at the same call, for good; with the kernel faster, nothing goes back. */
+static void choice_run(float kernel_ms, float other_ms) {
+  world_init();
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.choose = SYMMPIN_CHOOSE_MEASURE;
+  symmpin_config_set_for_tests(&cfg);
+  W.kernel_ms = kernel_ms;
+  W.other_ms = other_ms;
+  world_run();
+}
+
+static size_t choice_check_alike_and_probes(void) {
+  size_t go = first_taken();
+  cr_assert_lt(go, 64);
+  for (size_t i = 0; i < W.ncalls; i++) {
+    cr_assert_eq(W.out[0][i].taken, W.out[1][i].taken, "call %zu routed apart", i + 1);
+    cr_assert_eq(W.out[0][i].reason, W.out[1][i].reason, "call %zu: reasons %d / %d", i + 1,
+                 W.out[0][i].reason, W.out[1][i].reason);
+  }
+  /* From the GO on, per shape: calls 1, 3, 5, ... of its first 32 are probes, the rest taken
+   * (until a demotion). */
+  size_t seen[2] = {0, 0}, probes = 0;
+  for (size_t i = go; i < W.ncalls; i++) {
+    const outcome *o = &W.out[0][i];
+    if (o->reason == SYMMPIN_REASON_MEASURED) break;
+    size_t j = seen[W.script[0][i].count == 512]++;
+    bool probe = j < 2 * SYMMPIN_CHOICE_SAMPLES && (j & 1);
+    cr_assert_eq(o->reason, probe ? SYMMPIN_REASON_PROBE : SYMMPIN_REASON_NONE,
+                 "call %zu (shape call %zu): reason %d", i + 1, j, o->reason);
+    cr_assert_eq(o->taken, !probe);
+    probes += probe;
+  }
+  cr_assert_eq(probes, 2 * SYMMPIN_CHOICE_SAMPLES, "16 probes per shape");
+  return go;
+}
+
+Test(engine, shapes_measured_slower_go_back_to_nccl_on_every_rank) {
+  choice_run(0.020f, 0.005f); /* the kernel slower */
+  size_t go = choice_check_alike_and_probes();
+  size_t back = W.ncalls;
+  for (size_t i = go; i < W.ncalls && back == W.ncalls; i++)
+    if (W.out[0][i].reason == SYMMPIN_REASON_MEASURED) back = i;
+  cr_assert_lt(back, W.ncalls, "a plan sent the shapes back to NCCL");
+  for (size_t i = back; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++) {
+      cr_assert_not(W.out[k][i].taken, "call %zu rank %d after the demotion", i + 1, k);
+      cr_assert_eq(W.out[k][i].reason, SYMMPIN_REASON_MEASURED);
+    }
+}
+
+Test(engine, shapes_measured_faster_stay_on_symmpin) {
+  choice_run(0.002f, 0.010f); /* the kernel faster */
+  size_t go = choice_check_alike_and_probes();
+  size_t last = W.ncalls - 1;
+  for (size_t i = go; i < W.ncalls; i++)
+    cr_assert_neq(W.out[0][i].reason, SYMMPIN_REASON_MEASURED, "call %zu", i + 1);
+  cr_assert(W.out[0][last].taken && W.out[1][last].taken);
 }

@@ -1,0 +1,115 @@
+/* Per-shape choice by measurement (choice.h). */
+#include "preload/choice.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const symmpin_choice_mode_names[] = {[SYMMPIN_CHOOSE_MEASURE] = "measure",
+                                                 [SYMMPIN_CHOOSE_STATIC] = "static", NULL};
+
+typedef struct shape_samples {
+  symmpin_plan_shape shape;
+  float us[2][SYMMPIN_CHOICE_SAMPLES]; /* [redirected] */
+  unsigned n[2];
+  uint32_t calls; /* pinned eager calls seen (symmpin_choice_probe) */
+} shape_samples;
+
+struct symmpin_choice {
+  shape_samples s[SYMMPIN_CHOICE_SHAPES];
+  size_t n;
+};
+
+symmpin_choice *symmpin_choice_new(void) { return calloc(1, sizeof(symmpin_choice)); }
+void symmpin_choice_free(symmpin_choice *ch) { free(ch); }
+
+static bool same_shape(const symmpin_plan_shape *a, const symmpin_plan_shape *b) {
+  return a->count == b->count && a->dtype == b->dtype && a->op == b->op;
+}
+
+/* The shape's samples, added if there is room (add); NULL otherwise. A linear search: a rank
+ * tracks at most SYMMPIN_CHOICE_SHAPES shapes, and only sampled calls look. */
+static shape_samples *find(symmpin_choice *ch, const symmpin_plan_shape *shape, bool add) {
+  for (size_t i = 0; i < ch->n; i++)
+    if (same_shape(&ch->s[i].shape, shape)) return &ch->s[i];
+  if (!add || ch->n == SYMMPIN_CHOICE_SHAPES) return NULL;
+  shape_samples *s = &ch->s[ch->n++];
+  memset(s, 0, sizeof *s);
+  s->shape = *shape;
+  return s;
+}
+
+bool symmpin_choice_probe(symmpin_choice *ch, const symmpin_plan_shape *shape) {
+  shape_samples *s = ch ? find(ch, shape, true) : NULL;
+  if (!s) return false;
+  uint32_t j = s->calls < UINT32_MAX ? s->calls++ : s->calls;
+  return j < 2 * SYMMPIN_CHOICE_SAMPLES && (j & 1);
+}
+
+bool symmpin_choice_want(symmpin_choice *ch, const symmpin_plan_shape *shape, bool redirected) {
+  if (!ch) return false;
+  shape_samples *s = find(ch, shape, false);
+  return s && s->n[redirected] < SYMMPIN_CHOICE_SAMPLES;
+}
+
+void symmpin_choice_add(symmpin_choice *ch, const symmpin_plan_shape *shape, bool redirected,
+                        double us) {
+  if (!ch || !(us >= 0)) return;
+  shape_samples *s = find(ch, shape, true);
+  if (s && s->n[redirected] < SYMMPIN_CHOICE_SAMPLES) s->us[redirected][s->n[redirected]++] = (float)us;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median in nanoseconds (the lower middle of an even count), 0 without samples. */
+static uint32_t median_ns(const float *v, unsigned n) {
+  if (n == 0) return 0;
+  float t[SYMMPIN_CHOICE_SAMPLES];
+  memcpy(t, v, n * sizeof *t);
+  qsort(t, n, sizeof *t, cmp_float);
+  double ns = (double)t[(n - 1) / 2] * 1000.0;
+  return ns >= 4e9 ? UINT32_MAX : (uint32_t)(ns + 0.5);
+}
+
+size_t symmpin_choice_export(const symmpin_choice *ch, symmpin_choice_entry *out, size_t cap) {
+  size_t k = 0;
+  for (size_t i = 0; ch && i < ch->n && k < cap; i++) {
+    const shape_samples *s = &ch->s[i];
+    if (!s->n[0] && !s->n[1]) continue;
+    out[k++] = (symmpin_choice_entry){
+        .count = s->shape.count, .dtype = s->shape.dtype, .op = s->shape.op,
+        .nccl_ns = median_ns(s->us[0], s->n[0]), .symmpin_ns = median_ns(s->us[1], s->n[1]),
+        .nccl_n = s->n[0], .symmpin_n = s->n[1]};
+  }
+  return k;
+}
+
+static const symmpin_choice_entry *entry_of(const symmpin_choice_entry *e, size_t n,
+                                            const symmpin_choice_entry *like) {
+  for (size_t i = 0; i < n; i++)
+    if (e[i].count == like->count && e[i].dtype == like->dtype && e[i].op == like->op) return &e[i];
+  return NULL;
+}
+
+size_t symmpin_choice_verdict(const symmpin_choice_entry *const *entries, const size_t *n,
+                              int nranks, symmpin_plan_shape *out, size_t cap) {
+  if (nranks < 1 || !entries || !n) return 0;
+  size_t k = 0;
+  for (size_t i = 0; i < n[0] && k < cap; i++) {
+    const symmpin_choice_entry *first = &entries[0][i];
+    uint32_t nccl = 0, sym = 0;
+    bool known = true;
+    for (int r = 0; r < nranks && known; r++) {
+      const symmpin_choice_entry *e = entries[r] ? entry_of(entries[r], n[r], first) : NULL;
+      known = e && e->nccl_n >= SYMMPIN_CHOICE_MIN && e->symmpin_n >= SYMMPIN_CHOICE_MIN;
+      if (!known) break;
+      if (e->nccl_ns > nccl) nccl = e->nccl_ns;
+      if (e->symmpin_ns > sym) sym = e->symmpin_ns;
+    }
+    if (known && sym > nccl)
+      out[k++] = (symmpin_plan_shape){.count = first->count, .dtype = first->dtype, .op = first->op};
+  }
+  return k;
+}
