@@ -72,6 +72,8 @@ struct symmpin_agree {
   size_t blob_cap;
   uint64_t checked[SYMMPIN_KERNEL_MAX_RANKS]; /* route log: calls compared with each peer */
   uint64_t logged;          /* route log: the last call this rank logged */
+  uint64_t blk_hash;        /* route log: the hash of the block being logged */
+  bool blk_whole;           /* ... every call of it logged so far, from its first */
   bool alarm_reported;      /* the alarm's WARN was printed */
   bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
   unsigned timeouts_in_row; /* epochs failed by a wait that expired, since the last GO */
@@ -551,7 +553,19 @@ static uint64_t route_sig(const symmpin_agree_call *call, const symmpin_plan_sit
 void symmpin_agree_route_log(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call,
                              const symmpin_plan_site *slot) {
   if (!a->plan || n <= a->logged) return;
-  symmpin_board_route_put(a->board, n, route_sig(call, slot), call->site);
+  uint64_t sig = route_sig(call, slot);
+  symmpin_board_route_put(a->board, n, sig, call->site);
+  /* The block's hash, put once every call of the block is logged (blocks where logging began,
+   * or a call was not logged, have none, on this rank as on its peers). */
+  const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
+  if ((n - 1) % B == 0) {
+    a->blk_hash = 0x626c6f636bull; /* "block" */
+    a->blk_whole = true;
+  } else if (n != a->logged + 1) {
+    a->blk_whole = false;
+  }
+  a->blk_hash = symmpin_hash_combine(symmpin_hash_combine(a->blk_hash, n), sig);
+  if (n % B == 0 && a->blk_whole) symmpin_board_route_block_put(a->board, (n - 1) / B, a->blk_hash);
   a->logged = n;
 }
 
@@ -576,20 +590,62 @@ static void alarm_report(symmpin_agree *a, symmpin_alarm al) {
                !mine ? "not logged" : sig == 1 ? "NCCL" : "symmpin", (unsigned long long)site);
 }
 
-/* Compare calls (checked[r], upto] of rank r with this rank's log. */
+/* Calls of a block whose entries have left a ring: compare the block's hashes. True if they
+ * differ (the alarm is raised and reported here). */
+static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
+  uint64_t mine = 0, theirs = 0;
+  if (!symmpin_board_route_block_get(a->board, a->p.rank, block, &mine) ||
+      !symmpin_board_route_block_get(a->board, r, block, &theirs) || mine == theirs)
+    return false; /* not whole on one side (logging began in it), gone, or alike */
+  const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
+  uint64_t first = block * B + 1;
+  uint64_t w = symmpin_board_alarm_raise(a->board,
+                                         alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, first));
+  if (w == alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, first)) {
+    a->alarm_reported = true;
+    SYMMPIN_WARN("comm %d rank %d: ranks routed an all-reduce among calls %llu to %llu "
+                 "differently (rank %d's route log of these calls differs from this rank's; the "
+                 "calls themselves have left the log). The ranks reached it from different sites or "
+                 "streams symmpin could not reconcile; this communicator is now in error: "
+                 "ncclCommGetAsyncError and every later all-reduce report ncclRemoteError, and "
+                 "waiting symmpin kernels give up. Abort the communicator (ncclCommAbort) to free "
+                 "it.", a->p.comm, a->p.rank, (unsigned long long)first,
+                 (unsigned long long)(first + B - 1), r);
+  }
+  return true;
+}
+
+/* Compare calls (checked[r], upto] of rank r with this rank's log: call by call while both
+ * entries are in the rings, block by block once one has left (ranks far apart). */
 static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
+  const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
+  const uint64_t horizon = (uint64_t)SYMMPIN_BOARD_ROUTE_BLOCKS * B;
   uint64_t upto = symmpin_board_route_last(a->board, r);
   if (upto > a->logged) upto = a->logged;
   uint64_t from = a->checked[r] + 1;
-  /* Entries older than the ring are gone on both sides: move on (counted as not compared). */
-  if (upto >= SYMMPIN_BOARD_ROUTE_SLOTS && from <= upto - SYMMPIN_BOARD_ROUTE_SLOTS)
-    from = upto - SYMMPIN_BOARD_ROUTE_SLOTS + 1;
-  for (uint64_t k = from; k <= upto && budget > 0; k++, budget--) {
+  /* Calls older than the block ring are gone on both sides: move on (not compared). */
+  if (upto >= horizon && from <= upto - horizon) from = (upto - horizon) / B * B + B + 1;
+  const uint64_t peer_last = symmpin_board_route_last(a->board, r);
+  for (uint64_t next = from; next <= upto && budget > 0; budget--) {
+    const uint64_t k = next;
+    /* Where each ring still holds k: (last - SLOTS, last]. */
+    bool gone = k + SYMMPIN_BOARD_ROUTE_SLOTS <= a->logged || k + SYMMPIN_BOARD_ROUTE_SLOTS <= peer_last;
     uint64_t mine = 0, theirs = 0, my_site = 0, their_site = 0;
+    bool both = symmpin_board_route_get(a->board, a->p.rank, k, &mine, &my_site) &&
+                symmpin_board_route_get(a->board, r, k, &theirs, &their_site);
+    if (!both && gone) {
+      /* The entry left a ring (ranks far apart): the block decides, once this rank has logged
+       * all of it. */
+      uint64_t block = (k - 1) / B, last = (block + 1) * B;
+      if (last > a->logged || last > peer_last) break; /* later: a side has not logged all of it */
+      if (block_differs(a, r, block)) return true;
+      a->checked[r] = last;
+      next = last + 1;
+      continue;
+    }
     a->checked[r] = k;
-    if (!symmpin_board_route_get(a->board, a->p.rank, k, &mine, &my_site) ||
-        !symmpin_board_route_get(a->board, r, k, &theirs, &their_site) || mine == theirs)
-      continue; /* not logged on one side (before its first plan), or alike */
+    next = k + 1;
+    if (!both || mine == theirs) continue; /* not logged on one side (before its first plan), or alike */
     uint64_t w = symmpin_board_alarm_raise(a->board,
                                            alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k));
     if (w == alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k)) {

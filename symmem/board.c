@@ -35,7 +35,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "board words must be lock-free to wo
 
 /* "SYMMPB" + layout version: a board of another layout is refused at once, not misread. */
 #define BOARD_MAGIC_BASE 0x42504d4d59530000ull
-#define BOARD_LAYOUT_VERSION 3u
+#define BOARD_LAYOUT_VERSION 4u
 #define BOARD_MAGIC (BOARD_MAGIC_BASE | BOARD_LAYOUT_VERSION)
 /* Verdicts live in a ring tagged by round: ranks never drift more than a round or two apart
  * (every round waits for all posts), so a ring this size never evicts a round still in use. */
@@ -123,10 +123,18 @@ struct board_route {
 /* One rank's route log: a ring of its last SYMMPIN_BOARD_ROUTE_SLOTS calls. Only the first
  * SYMMPIN_BOARD_ROUTE_RANKS ranks have one (the kernels' rank limit: no larger communicator
  * is ever redirected, so none needs it). */
+/* One block of the route log: a hash over SYMMPIN_BOARD_ROUTE_BLOCK_CALLS consecutive calls'
+ * routes; `tag` (block index + 1) commits it as `call` does an entry. */
+struct board_route_block {
+  _Atomic uint64_t tag;
+  _Atomic uint64_t hash;
+};
+
 struct board_routes {
   _Atomic uint64_t last; /* the highest call logged (0 = none) */
   uint64_t pad[7];
   struct board_route e[SYMMPIN_BOARD_ROUTE_SLOTS];
+  struct board_route_block blk[SYMMPIN_BOARD_ROUTE_BLOCKS];
 };
 
 struct symmpin_board {
@@ -860,6 +868,26 @@ void symmpin_board_route_put(symmpin_board *b, uint64_t call, uint64_t sig, uint
   atomic_store_explicit(&e->site, site, memory_order_relaxed);
   atomic_store_explicit(&e->call, call, memory_order_release);
   atomic_store_explicit(&mine->last, call, memory_order_release);
+}
+
+void symmpin_board_route_block_put(symmpin_board *b, uint64_t block, uint64_t hash) {
+  if (!b || b->rank >= board_route_ranks(b->nranks)) return;
+  struct board_route_block *e = &b->routes[b->rank].blk[block % SYMMPIN_BOARD_ROUTE_BLOCKS];
+  atomic_store_explicit(&e->tag, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&e->hash, hash, memory_order_relaxed);
+  atomic_store_explicit(&e->tag, block + 1, memory_order_release);
+}
+
+bool symmpin_board_route_block_get(symmpin_board *b, int r, uint64_t block, uint64_t *hash) {
+  if (!b || r < 0 || r >= board_route_ranks(b->nranks)) return false;
+  struct board_route_block *e = &b->routes[r].blk[block % SYMMPIN_BOARD_ROUTE_BLOCKS];
+  if (atomic_load_explicit(&e->tag, memory_order_acquire) != block + 1) return false;
+  uint64_t h = atomic_load_explicit(&e->hash, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&e->tag, memory_order_relaxed) != block + 1) return false;
+  *hash = h;
+  return true;
 }
 
 uint64_t symmpin_board_route_last(symmpin_board *b, int r) {

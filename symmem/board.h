@@ -113,6 +113,15 @@ void symmpin_board_route_put(symmpin_board *b, uint64_t call, uint64_t sig, uint
 uint64_t symmpin_board_route_last(symmpin_board *b, int r); /* 0 = nothing logged */
 bool symmpin_board_route_get(symmpin_board *b, int r, uint64_t call, uint64_t *sig,
                              uint64_t *site);
+/* Route blocks: a hash over the routes of calls [k B + 1, (k + 1) B] (B =
+ * SYMMPIN_BOARD_ROUTE_BLOCK_CALLS), put by a rank that logged every call of block k, in a ring of
+ * SYMMPIN_BOARD_ROUTE_BLOCKS: when a call's entry has left a ring (ranks more than
+ * SYMMPIN_BOARD_ROUTE_SLOTS calls apart), its block still tells whether the ranks routed alike,
+ * up to BLOCKS x BLOCK_CALLS (65,536) calls back. Get: false if not (or no longer) there. */
+#define SYMMPIN_BOARD_ROUTE_BLOCK_CALLS 64u
+#define SYMMPIN_BOARD_ROUTE_BLOCKS 1024u
+void symmpin_board_route_block_put(symmpin_board *b, uint64_t block, uint64_t hash);
+bool symmpin_board_route_block_get(symmpin_board *b, int r, uint64_t block, uint64_t *hash);
 
 /* The communicator's alarm word: the first nonzero value raised stands (compare-and-swap), and
  * every rank reads it with one load. Raise returns the alarm that stands. */

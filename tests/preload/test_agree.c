@@ -29,7 +29,7 @@
 #include "preload/agree.h"
 
 #define MAX_TEST_RANKS 8
-#define MAX_CALLS 1024
+#define MAX_CALLS 4096
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -534,6 +534,36 @@ Test(agree, a_divergent_route_raises_the_alarm_on_every_rank, .timeout = 60) {
       cr_assert_eq(W.alarm[k].reason, SYMMPIN_ALARM_ROUTES_DIFFER);
       cr_assert_eq(W.alarm[k].call, 300);
     }
+  }
+}
+
+/* Ranks far apart: rank 0 stops just before the divergent call 280 until rank 1 has made all
+ * 3000 calls (its epochs time out meanwhile; the plan in force stays), so by the time rank 0
+ * compares call 280 rank 1's ring no longer holds it, nor does rank 1 ever see rank 0's entry
+ * while it still has its own. The block of calls 257..320 still differs: every rank ends with the
+ * alarm, which names the block's first call. Without the blocks nobody noticed. */
+static void *release_when_rank1_done(void *p) {
+  world *w = p;
+  while (atomic_load(&w->progress[1]) < w->ncalls) usleep(1000);
+  atomic_store(&w->release, 1);
+  return NULL;
+}
+
+Test(agree, a_divergence_older_than_the_route_ring_is_still_caught, .timeout = 120) {
+  world_init(&W, 2, 16, 100);
+  world_loop(&W, 4, 3000);
+  W.route_logs = true;
+  W.diverge_at[1] = 280;
+  W.pause_at[0] = 270;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, release_when_rank1_done, &W), 0);
+  world_run(&W);
+  pthread_join(t, NULL);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_neq(W.alarm_at[k], 0, "rank %d never saw the alarm", k);
+    cr_assert_eq(W.alarm[k].reason, SYMMPIN_ALARM_ROUTES_DIFFER);
+    cr_assert_eq(W.alarm[k].call, 257, "rank %d: alarm at call %llu", k,
+                 (unsigned long long)W.alarm[k].call);
   }
 }
 
