@@ -40,6 +40,8 @@ typedef struct record_head {
   uint64_t call_index;      /* the call that closed the record */
   int32_t capturing;        /* that call was being captured: nothing may allocate now */
   uint32_t ntimes;          /* measured shapes after the record */
+  uint32_t measuring;       /* this rank measures (ops.shape_times set): probes need every rank */
+  uint32_t pad;
   symmpin_pool_facts facts; /* this rank's GPU, for the P2P check (every epoch: blobs of old
                                rounds are overwritten, so nothing is read from the hello) */
   uint64_t record_bytes;
@@ -74,6 +76,8 @@ struct symmpin_agree {
   uint64_t logged;          /* route log: the last call this rank logged */
   uint64_t blk_hash;        /* route log: the hash of the block being logged */
   bool blk_whole;           /* ... every call of it logged so far, from its first */
+  bool measuring;           /* every rank measures, as of the plan in force (symmpin_agree_measuring) */
+  bool cand_measuring;      /* ... as of the candidate */
   bool alarm_reported;      /* the alarm's WARN was printed */
   bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
   unsigned timeouts_in_row; /* epochs failed by a wait that expired, since the last GO */
@@ -168,6 +172,7 @@ void symmpin_agree_close(symmpin_agree *a) {
 }
 
 const symmpin_plan *symmpin_agree_plan(const symmpin_agree *a) { return a->plan; }
+bool symmpin_agree_measuring(const symmpin_agree *a) { return a->measuring; }
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a) { return a->stop; }
 
 /* ---- the epoch ---- */
@@ -247,6 +252,7 @@ static bool adopt(symmpin_agree *a) {
   symmpin_plan_free(a->plan);
   a->plan = a->candidate;
   a->candidate = NULL;
+  a->measuring = a->cand_measuring;
   a->phase = PHASE_IDLE;
   a->timeouts_in_row = 0;
   symmpin_schedule_agreed(&a->sched, a->plan->nnew > 0);
@@ -295,7 +301,8 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
     a->blob = nb;
     a->blob_cap = need;
   }
-  record_head head = {.call_index = n, .capturing = capturing, .ntimes = (uint32_t)ntimes};
+  record_head head = {.call_index = n, .capturing = capturing, .ntimes = (uint32_t)ntimes,
+                      .measuring = a->p.ops.shape_times != NULL};
   if (a->p.ops.gpu_facts(a->p.ops.ctx, &head.facts) != SYMMPIN_OK)
     return stop(a, SYMMPIN_AGREE_ERROR, "cannot read this GPU's identity");
   size_t len = 0;
@@ -343,7 +350,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   const symmpin_choice_entry *tp[SYMMPIN_KERNEL_MAX_RANKS];
   size_t ntimes[SYMMPIN_KERNEL_MAX_RANKS];
   int decoded = 0;
-  bool any_capturing = capturing;
+  bool any_capturing = capturing, all_measuring = true;
   for (int r = 0; r < nranks; r++) {
     size_t bytes = 0;
     const char *blob = symmpin_board_blob(a->board, round, r, &bytes);
@@ -358,6 +365,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     any_capturing |= head.capturing != 0;
     facts[r] = head.facts;
     ntimes[r] = head.ntimes;
+    all_measuring &= head.measuring != 0;
     memcpy(times[r], blob + sizeof head + head.record_bytes, head.ntimes * sizeof times[r][0]);
     tp[r] = times[r];
     if (symmpin_record_decode(blob + sizeof head, head.record_bytes, &records[r]) != SYMMPIN_OK)
@@ -373,6 +381,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
                  "%llu): next agreement at a common call", a->p.comm, a->p.rank,
                  (unsigned long long)closes[a->p.rank]);
   plan_blob pb = {0};
+  a->cand_measuring = all_measuring;
   if (aligned && !any_capturing) {
     symmpin_plan_policy pol = plan_policy(a);
     /* The shapes every rank's measurements send back to NCCL: the same posts, the same list. */

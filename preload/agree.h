@@ -110,6 +110,10 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
 
 /* The agreed plan, NULL before the first GO. Valid until the next step. */
 const symmpin_plan *symmpin_agree_plan(const symmpin_agree *a);
+/* Whether every rank measures (ops.shape_times set on every rank, as posted with the records of
+ * the plan in force): only then may pinned calls go to NCCL as probes (choice.h), the same calls
+ * on every rank. Changes only at a GO, the same call on every rank. */
+bool symmpin_agree_measuring(const symmpin_agree *a);
 /* Whether epochs have stopped for good, and why. An agreed plan stays in force after a stop: the
  * peers keep redirecting its sites, so this rank must too. */
 typedef enum symmpin_agree_stop {

@@ -824,7 +824,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   }
   /* The choice by measurement: some of a newly pinned shape's eager calls go to NCCL to be
    * timed there (the same calls on every rank: choice.h). */
-  if (*reason == SYMMPIN_REASON_NONE && !ec->capturing && e->choice) {
+  if (*reason == SYMMPIN_REASON_NONE && !ec->capturing && e->choice &&
+      symmpin_agree_measuring(e->agree)) {
     symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
     if (symmpin_choice_probe(e->choice, &shape)) *reason = SYMMPIN_REASON_PROBE;
   }

@@ -131,6 +131,8 @@ typedef struct world {
   /* route logs: rank r routes call diverge_at[r] to NCCL while the plan pins it (0 = never);
    * alarm_at[r] = the call at which rank r's route check first reported the alarm */
   bool route_logs;
+  bool measures[MAX_TEST_RANKS]; /* rank r has ops.shape_times (SYMMPIN_CHOOSE=measure) */
+  bool measuring[MAX_TEST_RANKS]; /* what symmpin_agree_measuring said at the end */
   uint64_t diverge_at[MAX_TEST_RANKS];
   uint64_t alarm_at[MAX_TEST_RANKS];
   symmpin_alarm alarm[MAX_TEST_RANKS];
@@ -209,6 +211,11 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
+static size_t fake_shape_times(void *ctx, symmpin_choice_entry *out, size_t cap) {
+  (void)ctx, (void)out, (void)cap;
+  return 0;
+}
+
 static symmpin_agree *open_rank(world *w, int rank) {
   symmpin_agree_params p = {
       .key = w->key, .comm = 0, .rank = rank, .nranks = w->nranks, .warmup = w->warmup,
@@ -218,6 +225,7 @@ static symmpin_agree *open_rank(world *w, int rank) {
               .reserve = fake_reserve, .attach = fake_attach, .settle = fake_settle,
               .gave_up = fake_gave_up, .first_call_done = fake_first_call_done},
   };
+  if (w->measures[rank]) p.ops.shape_times = fake_shape_times;
   symmpin_agree *a = NULL;
   cr_assert_eq(symmpin_agree_open(&p, &a), SYMMPIN_OK);
   return a;
@@ -245,6 +253,7 @@ static void world_run(world *w) {
     w->has_plan[k] = p != NULL;
     w->digest[k] = p ? p->digest : 0;
     w->stopped[k] = symmpin_agree_stopped(w->agree[k]);
+    w->measuring[k] = symmpin_agree_measuring(w->agree[k]);
     symmpin_agree_close(w->agree[k]);
   }
 }
@@ -591,4 +600,21 @@ Test(agree, a_raised_alarm_reaches_every_rank, .timeout = 60) {
   cr_assert_eq(al.rank, 2);
   cr_assert_eq(al.call, 77);
   for (int k = 0; k < 3; k++) symmpin_agree_close(W.agree[k]);
+}
+
+/* Probes (calls sent to NCCL to time them) must be the same calls on every rank: they happen only
+ * when every rank measures. A rank configured otherwise (SYMMPIN_CHOOSE=static) turns them off
+ * for all, as of the same GO. */
+Test(agree, probes_need_every_rank_to_measure, .timeout = 60) {
+  for (int mix = 0; mix < 3; mix++) {
+    world_init(&W, 2, 16, 5000);
+    world_loop(&W, 4, 200);
+    W.measures[0] = mix != 2;
+    W.measures[1] = mix != 1;
+    world_run(&W);
+    assert_same_everywhere(&W);
+    cr_assert(W.has_plan[0]);
+    for (int k = 0; k < 2; k++)
+      cr_assert_eq(W.measuring[k], mix == 0, "mix %d rank %d", mix, k);
+  }
 }
