@@ -74,9 +74,16 @@ struct symmpin_agree {
   size_t blob_cap;
   uint64_t checked[SYMMPIN_KERNEL_MAX_RANKS]; /* route log: calls compared with each peer */
   uint64_t logged;          /* route log: the last call this rank logged */
+  uint64_t *history;        /* route log: this rank's own signatures of its last ROUTE_HISTORY
+                             * calls (process memory: a rank far ahead still compares a peer's
+                             * recent entries after its own have left the board's ring) */
+  uint64_t first_logged;    /* route log: the first call logged (the first plan's GO) */
   uint64_t blk_hash;        /* route log: the hash of the block being logged */
   bool blk_whole;           /* ... every call of it logged so far, from its first */
   bool measuring;           /* every rank measures, as of the plan in force (symmpin_agree_measuring) */
+  /* Scratch for the measurements posted and read with the records (choice.h). */
+  symmpin_choice_entry times_out[SYMMPIN_CHOICE_SHAPES];
+  symmpin_choice_entry times_in[SYMMPIN_KERNEL_MAX_RANKS][SYMMPIN_CHOICE_SHAPES];
   bool cand_measuring;      /* ... as of the candidate */
   bool alarm_reported;      /* the alarm's WARN was printed */
   bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
@@ -167,6 +174,7 @@ void symmpin_agree_close(symmpin_agree *a) {
   symmpin_plan_free(a->candidate);
   symmpin_record_free(&a->record);
   symmpin_schedule_free(&a->sched);
+  free(a->history);
   free(a->blob);
   free(a);
 }
@@ -287,7 +295,7 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
 /* Call n closes the record: post it (round 3e-1). */
 static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   a->epoch++;
-  symmpin_choice_entry times[SYMMPIN_CHOICE_SHAPES];
+  symmpin_choice_entry *times = a->times_out;
   size_t ntimes = a->p.ops.shape_times
                       ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;
   size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls) +
@@ -346,7 +354,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   symmpin_pool_facts facts[SYMMPIN_KERNEL_MAX_RANKS];
   uint64_t closes[SYMMPIN_KERNEL_MAX_RANKS];
   /* Every rank's measurements, copied out of the board (aligned; validated below). */
-  static _Thread_local symmpin_choice_entry times[SYMMPIN_KERNEL_MAX_RANKS][SYMMPIN_CHOICE_SHAPES];
+  symmpin_choice_entry (*times)[SYMMPIN_CHOICE_SHAPES] = a->times_in;
   const symmpin_choice_entry *tp[SYMMPIN_KERNEL_MAX_RANKS];
   size_t ntimes[SYMMPIN_KERNEL_MAX_RANKS];
   int decoded = 0;
@@ -559,10 +567,25 @@ static uint64_t route_sig(const symmpin_agree_call *call, const symmpin_plan_sit
   return h | 2; /* never 1 (NCCL) nor 0 */
 }
 
+/* The route check's reach (docs/design.md "Routing"): calls further back than this are not
+ * compared (the board's block ring holds as many). */
+#define ROUTE_HISTORY ((uint64_t)SYMMPIN_BOARD_ROUTE_BLOCKS * SYMMPIN_BOARD_ROUTE_BLOCK_CALLS)
+
 void symmpin_agree_route_log(symmpin_agree *a, uint64_t n, const symmpin_agree_call *call,
                              const symmpin_plan_site *slot) {
   if (!a->plan || n <= a->logged) return;
+  if (!a->history) {
+    a->history = calloc(ROUTE_HISTORY, sizeof *a->history);
+    if (!a->history) {
+      SYMMPIN_WARN("comm %d rank %d: out of memory for the route log; this rank stops logging",
+                   a->p.comm, a->p.rank);
+      a->logged = UINT64_MAX; /* peers' checks see nothing new from here: never a false alarm */
+      return;
+    }
+    a->first_logged = n;
+  }
   uint64_t sig = route_sig(call, slot);
+  a->history[n % ROUTE_HISTORY] = sig;
   symmpin_board_route_put(a->board, n, sig, call->site);
   /* The block's hash, put once every call of the block is logged (blocks where logging began,
    * or a call was not logged, have none, on this rank as on its peers). */
@@ -624,29 +647,30 @@ static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
   return true;
 }
 
-/* Compare calls (checked[r], upto] of rank r with this rank's log: call by call while both
- * entries are in the rings, block by block once one has left (ranks far apart). */
+/* Compare calls (checked[r], upto] of rank r with this rank's log. This rank's side comes from
+ * its own history (ROUTE_HISTORY calls back), the peer's from the board: entry by entry while
+ * the peer's ring holds them (so the rank ahead compares what a rank stuck behind logged last),
+ * block by block once they have left it (then the peer is ahead by more than the ring). */
 static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
   const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
-  const uint64_t horizon = (uint64_t)SYMMPIN_BOARD_ROUTE_BLOCKS * B;
+  if (!a->history) return false; /* nothing logged here yet */
   uint64_t upto = symmpin_board_route_last(a->board, r);
   if (upto > a->logged) upto = a->logged;
   uint64_t from = a->checked[r] + 1;
-  /* Calls older than the block ring are gone on both sides: move on (not compared). */
-  if (upto >= horizon && from <= upto - horizon) from = (upto - horizon) / B * B + B + 1;
-  const uint64_t peer_last = symmpin_board_route_last(a->board, r);
+  /* Before this rank's first logged call (the first plan's GO, the same call on every rank)
+   * nobody logged; older than the history, this rank no longer knows its routes. */
+  if (from < a->first_logged) from = a->first_logged;
+  if (a->logged >= ROUTE_HISTORY && from <= a->logged - ROUTE_HISTORY)
+    from = a->logged - ROUTE_HISTORY + 1;
   for (uint64_t next = from; next <= upto && budget > 0; budget--) {
     const uint64_t k = next;
-    /* Where each ring still holds k: (last - SLOTS, last]. */
-    bool gone = k + SYMMPIN_BOARD_ROUTE_SLOTS <= a->logged || k + SYMMPIN_BOARD_ROUTE_SLOTS <= peer_last;
-    uint64_t mine = 0, theirs = 0, my_site = 0, their_site = 0;
-    bool both = symmpin_board_route_get(a->board, a->p.rank, k, &mine, &my_site) &&
-                symmpin_board_route_get(a->board, r, k, &theirs, &their_site);
-    if (!both && gone) {
-      /* The entry left a ring (ranks far apart): the block decides, once this rank has logged
-       * all of it. */
+    const uint64_t mine = a->history[k % ROUTE_HISTORY];
+    uint64_t theirs = 0, their_site = 0;
+    if (!symmpin_board_route_get(a->board, r, k, &theirs, &their_site)) {
+      /* The peer logged k (k <= its last, and every rank logs from the same first call) and its
+       * ring no longer holds it: its block decides, once both ranks have logged all of it. */
       uint64_t block = (k - 1) / B, last = (block + 1) * B;
-      if (last > a->logged || last > peer_last) break; /* later: a side has not logged all of it */
+      if (last > a->logged || last > symmpin_board_route_last(a->board, r)) break; /* later */
       if (block_differs(a, r, block)) return true;
       a->checked[r] = last;
       next = last + 1;
@@ -654,7 +678,9 @@ static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
     }
     a->checked[r] = k;
     next = k + 1;
-    if (!both || mine == theirs) continue; /* not logged on one side (before its first plan), or alike */
+    if (mine == theirs) continue;
+    uint64_t my_site = 0, ignored = 0;
+    (void)symmpin_board_route_get(a->board, a->p.rank, k, &ignored, &my_site); /* for the message */
     uint64_t w = symmpin_board_alarm_raise(a->board,
                                            alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k));
     if (w == alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k)) {

@@ -54,7 +54,9 @@ bool symmpin_choice_want(symmpin_choice *ch, const symmpin_plan_shape *shape, bo
 void symmpin_choice_add(symmpin_choice *ch, const symmpin_plan_shape *shape, bool redirected,
                         double us) {
   if (!ch || !(us >= 0)) return;
-  shape_samples *s = find(ch, shape, true);
+  /* Never adds: which shapes are tracked follows the probes (the same calls on every rank), not
+   * which timings this rank happened to get. */
+  shape_samples *s = find(ch, shape, false);
   if (s && s->n[redirected] < SYMMPIN_CHOICE_SAMPLES) s->us[redirected][s->n[redirected]++] = (float)us;
 }
 

@@ -68,8 +68,8 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
  * symmpin_stats_want_timing decides): sampled eager calls are timed with a pair of CUDA events
  * recorded around NCCL's call or symmpin's kernel on the call's stream, at most TIMING_PAIRS in
  * flight; a finished pair is read (cudaEventQuery, never a wait) at a later call. */
-#define TIMING_PAIRS 16
-#define TIMING_READS_PER_CALL 2
+#define TIMING_PAIRS 64
+#define TIMING_READS_PER_CALL 4
 
 typedef struct timing_pair {
   cudaEvent_t start, end; /* created on first use */
@@ -365,7 +365,10 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
   symmpin_stats_set_capture(c, p->capture_bytes, e->capture_used);
 }
 
-/* ---- timing (SYMMPIN_MEASURE) ---- */
+/* ---- timing (SYMMPIN_MEASURE, SYMMPIN_CHOOSE) ---- */
+
+static int device_enter(symmpin_comm *c);
+static void device_leave(symmpin_comm *c, int cur);
 
 static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
   if (e->timings) return true;
@@ -807,7 +810,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
+    int cur = device_enter(c); /* events belong to the call's device */
     ec->timing = timing_start(c, e, ec, false, false);
+    device_leave(c, cur);
     return false;
   }
   /* Eager calls: the slot of the pinned site of their shape, whatever their stream (the home
@@ -841,7 +846,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     return true;
   }
   if (*reason != SYMMPIN_REASON_NONE) {
+    int cur = device_enter(c); /* events belong to the call's device */
     ec->timing = timing_start(c, e, ec, false, *reason == SYMMPIN_REASON_PROBE);
+    device_leave(c, cur);
     return false;
   }
   bool hold = ec->group_depth > 0 && ec->may_batch;
