@@ -35,7 +35,8 @@ constexpr int kMaxRanks = SYMMPIN_KERNEL_MAX_RANKS;
 constexpr int kMaxBlocks = SYMMPIN_ONESHOT_MAX_BLOCKS;
 constexpr size_t kHeader = SYMMPIN_ONESHOT_HEADER_BYTES;
 
-static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4 <= SYMMPIN_ONESHOT_IDENT_OFFSET, "header");
+static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 8 <= SYMMPIN_ONESHOT_IDENT_OFFSET, "header");
+static_assert(SYMMPIN_ONESHOT_TIMEOUT_OFFSET % 8 == 0, "timeout word alignment");
 static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET % 8 == 0, "ident alignment");
 static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET + 2 * 8 * kMaxRanks <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
 static_assert(SYMMPIN_ONESHOT_BAR_OFFSET >= 4 * SYMMPIN_ONESHOT_MAX_BLOCKS, "epochs overlap bars");
@@ -367,8 +368,11 @@ __device__ __forceinline__ void epochs_advance(const Params &P, uint32_t seq, co
  * epoch wins the exchange). No __trap: the process lives on. */
 __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t seq,
                                             bool mismatch = false) {
-  uint32_t *last = (uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_TIMEOUT_OFFSET);
-  if (atomicExch(last, seq) == seq) return;
+  /* 1 << 32 | seq: never the zeroed slot's 0, also for sequence number 0 (two-shot wraps
+   * through it). */
+  unsigned long long *last = (unsigned long long *)(P.slot[P.rank] + SYMMPIN_ONESHOT_TIMEOUT_OFFSET);
+  const unsigned long long tag = 1ull << 32 | seq;
+  if (atomicExch(last, tag) == tag) return;
   bool aborted = !mismatch && P.error && P.error->abort;
   if (P.error) {
     P.error->peer = peer;
@@ -381,7 +385,7 @@ __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t 
   }
   if (aborted) return; /* the program is aborting the communicator: no news */
   if (mismatch) {
-    printf("symmpin: one-shot all-reduce out of step: rank %d's call %u met rank %d's data of "
+    printf("symmpin: all-reduce out of step: rank %d's call %u met rank %d's data of "
            "another call at epoch %u (site %016llx); gave up\n",
            P.rank, P.id, peer, seq, (unsigned long long)P.site);
     return;
@@ -390,7 +394,7 @@ __device__ __noinline__ void report_timeout(const Params &P, int peer, uint32_t 
    * only trace of a timeout when the caller passed no error record (or reads it only later); the
    * CUDA runtime copies the line to stdout at the next synchronization. The host side reports
    * through `error` with SYMMPIN_WARN (preload/engine.c). */
-  printf("symmpin: one-shot all-reduce timed out: rank %d waited for rank %d (site %016llx, "
+  printf("symmpin: all-reduce timed out: rank %d waited for rank %d (site %016llx, "
          "epoch %u)\n",
          P.rank, peer, (unsigned long long)P.site, seq);
 }
@@ -411,6 +415,34 @@ __device__ __forceinline__ bool expired(const Params &P, long long start) {
   return P.error && P.error->abort;
 }
 
+/* Rank s's identity word for this epoch's parity, in this rank's header: (seq, another call)
+ * means rank s is at this epoch with another call (out of step), whichever of its blocks wrote
+ * it (a call of another shape may have fewer blocks than this one: the blocks its peer lacks
+ * would otherwise wait for ever). */
+__device__ __forceinline__ bool peer_out_of_step(const Params &P, int s, uint32_t seq) {
+  uint64_t who = ld_volatile_u64((const uint64_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_IDENT_OFFSET) +
+                                 (seq & 1) * kMaxRanks + s);
+  return (uint32_t)(who >> 32) == seq && (uint32_t)who != P.id;
+}
+
+/* Whether a wait for rank s that began at `start` gives up now: expired(), or, once it has
+ * lasted kAbortPollCycles, rank s is out of step (*mismatch). */
+__device__ __forceinline__ bool gives_up(const Params &P, int s, uint32_t seq, long long start,
+                                         bool *mismatch) {
+  if ((uint64_t)(clock64() - start) < kAbortPollCycles) return false;
+  if (peer_out_of_step(P, s, seq)) {
+    *mismatch = true;
+    return true;
+  }
+  return expired(P, start);
+}
+
+/* How far ahead of a barrier's sequence number a peer's flag may be: one barrier, which the
+ * one-shot numbering may jump by 3 (seq_next skips 0). Anything else, also a flag far behind
+ * that reads as "ahead" in signed wrap-around arithmetic (a block index unused for 2^31
+ * barriers), is not there yet. */
+constexpr uint32_t kFlagAheadMax = 3;
+
 /* Block-level barrier across ranks for this block index: thread s signals rank s and waits for
  * rank s. Returns false (in every thread) if a wait timed out. */
 __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_flag, const Geo &g) {
@@ -425,11 +457,11 @@ __device__ __noinline__ bool barrier(const Params &P, uint32_t seq, int *abort_f
     const uint32_t *mine = (const uint32_t *)(P.slot[P.rank] + SYMMPIN_ONESHOT_BAR_OFFSET) +
                            g.b * kMaxRanks + s;
     long long start = clock64();
-    /* >= in wrap-around arithmetic: a peer may already be one barrier ahead. */
-    bool arrived = true;
-    while ((int32_t)(ld_acquire_sys(mine) - seq) < 0) {
-      if (expired(P, start)) {
-        report_timeout(P, s, seq);
+    /* seq .. seq + kFlagAheadMax in wrap-around arithmetic: a peer may be one barrier ahead. */
+    bool arrived = true, mismatch = false;
+    while ((uint32_t)(ld_acquire_sys(mine) - seq) > kFlagAheadMax) {
+      if (gives_up(P, s, seq, start, &mismatch)) {
+        report_timeout(P, s, seq, mismatch);
         *abort_flag = 1;
         arrived = false;
         break;

@@ -26,6 +26,11 @@ __device__ __forceinline__ void ll_push(const Params &P, uint32_t seq, const Geo
   const size_t first = g.first();
   const size_t stride = g.stride();
   const unsigned parity = seq & 1;
+  /* Who this rank is at this epoch, in every rank's header (as barriers do): a peer whose call
+   * waits for lines this call never pushes (another shape) sees the other call there. */
+  if (g.b == 0 && g.t < (unsigned)n)
+    st_volatile_u64((uint64_t *)(P.slot[g.t] + SYMMPIN_ONESHOT_IDENT_OFFSET) + parity * kMaxRanks + P.rank,
+                    (uint64_t)seq << 32 | P.id);
   for (size_t l = first; l < L; l += stride) {
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
     size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
@@ -87,8 +92,15 @@ __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq, const G
         gave_up = true;
         break;
       }
-      if (expired(P, start)) {
-        report_timeout(P, __ffs(pending) - 1, seq);
+      /* Past ~1 ms: a rank whose identity word shows this epoch with another call is out of
+       * step (it may push fewer lines than this call waits for: they would never come). */
+      bool mismatch = false;
+      int late = __ffs(pending) - 1;
+      if ((uint64_t)(now - start) >= kAbortPollCycles)
+        for (int s = 0; s < n && !mismatch; s++)
+          if ((pending & (1u << s)) && peer_out_of_step(P, s, seq)) mismatch = true, late = s;
+      if (mismatch || expired(P, start)) {
+        report_timeout(P, late, seq, mismatch);
         gave_up = true;
         break;
       }

@@ -10,9 +10,10 @@
  *     when the block count changes between calls. No grid-wide sync is needed to agree on an epoch.
  *   - bar[b][s]: barrier flags; rank s writes the barrier sequence number it reached with block b
  *     into every peer's bar[b][s]. One 32-byte sector per block.
- *   - timeout_seq: the epoch of the last call that reported a timeout (one printed line per call).
- *   - ident[parity][s]: rank s's (epoch, call_id) at its latest barrier of that epoch parity
- *     (COPY, IN_SLOT).
+ *   - timeout word: 1 << 32 | the sequence number of the last wait that gave up (one printed line
+ *     per call), 64 bits.
+ *   - ident[parity][s]: rank s's (epoch, call_id) at its latest barrier (COPY, IN_SLOT, two-shot)
+ *     or LL push of that epoch parity.
  * The data area holds, for the in-slot input, the rank's input (contiguous, at
  * SYMMPIN_ONESHOT_HEADER_BYTES = symmpin_kernel_in_slot_offset()); for the staged input, 16-byte
  * "units" in two buffers (parity 0/1) interleaved every SYMMPIN_ONESHOT_PARITY_UNITS units (see
@@ -41,7 +42,7 @@ extern "C" {
 #define SYMMPIN_ONESHOT_HEADER_BYTES 2048
 #define SYMMPIN_ONESHOT_EPOCH_OFFSET 0                                   /* uint32_t[32] */
 #define SYMMPIN_ONESHOT_BAR_OFFSET 128                                   /* uint32_t[32][8] */
-#define SYMMPIN_ONESHOT_TIMEOUT_OFFSET (128 + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * 8) /* uint32_t */
+#define SYMMPIN_ONESHOT_TIMEOUT_OFFSET (128 + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * 8) /* uint64_t */
 /* uint64_t[2][8]: ident[p][s] = epoch << 32 | call_id of rank s's latest barrier of parity p
  * (epoch & 1) on this slot, written by rank s (any block) before it releases its barrier flags.
  * While a rank waits at barrier seq, its peers cannot pass barrier seq + 1 (it needs this rank's

@@ -147,6 +147,7 @@ template <class D, int OP>
 __global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) twoshot_kernel(const Params P) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
+  griddep_wait(); /* no-op unless launched with PDL (it is not today): then it must come first */
   const Geo g = launch_geo();
   epochs_advance(P, twoshot_run<D, OP>(P, slot_epoch(P, g), &abort_flag, g), g);
 }

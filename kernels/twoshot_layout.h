@@ -18,8 +18,9 @@
  * and writes its result to `recv` directly, so in[s] and out[s] of rank s's slot stay unused.
  *
  * Sequence numbers: a call takes two (one per barrier), e + 1 and e + 2 from the slot's epoch e,
- * wrapping through 0 (the barrier compares in wrap-around arithmetic and needs no skipped value),
- * so the epoch after a call steps by 2 and its bit 1 alternates: the call's parity. */
+ * wrapping through 0 (the barrier takes a flag in [seq, seq + 3] in wrap-around arithmetic, and
+ * the timeout word tags its value, so 0 is an ordinary value here), so the epoch after a call
+ * steps by 2 and its bit 1 alternates: the call's parity. */
 #ifndef SYMMPIN_KERNELS_TWOSHOT_LAYOUT_H
 #define SYMMPIN_KERNELS_TWOSHOT_LAYOUT_H
 

@@ -253,7 +253,8 @@ enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRA
        /* two sets of group slots: 4-byte and 2-byte datatypes (a count's slot class, LL or copy,
         * depends on its bytes; one slot keeps one class) */
        SLOT_GROUP, SLOT_GROUP16 = SLOT_GROUP + SYMMPIN_KERNEL_GROUP_MAX,
-       SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, SLOT_SKEW_TWO, NSLOTS };
+       SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, SLOT_SKEW_TWO,
+       SLOT_SHAPE_LL, SLOT_SHAPE_TWO, NSLOTS };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
@@ -1001,6 +1002,103 @@ static void test_out_of_step() {
   fflush(stdout);
 }
 
+/* Out of step with another shape: rank 1 skips call 2 (large: many blocks), so its call 3 (small,
+ * the same slot class: fewer blocks) meets its peers' call 2 at one epoch. The peers' blocks that
+ * rank 1's call lacks wait for flags or lines that never come; with no deadline they used to wait
+ * until an abort. Now they see rank 1's identity word (written by any of its blocks) show this
+ * epoch with another call, and give up: every peer's call 2 ends (within a second) with a
+ * mismatch, and so does rank 1's call 3. The peers' call 3 then waits for a call rank 1 never
+ * makes, until the abort. */
+static size_t shape_ll_big() { return symmpin_oneshot_ll_max_bytes(N) / 4; }
+static size_t shape_two_big() { return N > 1 ? symmpin_twoshot_min_bytes(N) : 4096; }
+static size_t shape_two_small() { return N > 1 ? symmpin_twoshot_min_bytes(N) / 4 + 1 : 1024; }
+
+static void test_out_of_step_shapes() {
+  int p0 = g_passed, f0 = g_failed;
+  if (N < 2) {
+    printf("out of step, other shapes: skipped (needs 2+ ranks)\n");
+    return;
+  }
+  struct T {
+    int slot;
+    size_t big, small;
+    const char *name;
+  } ts[2] = {{SLOT_SHAPE_LL, shape_ll_big(), 1000, "LL"},
+             {SLOT_SHAPE_TWO, shape_two_big() / 4 * 4, shape_two_small(), "two-shot"}};
+  for (const T &t : ts) {
+    symmpin_kernel_geometry gb = symmpin_kernel_geometry_for(t.big, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    symmpin_kernel_geometry gs = symmpin_kernel_geometry_for(t.small, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    if (symmpin_kernel_slot_class(t.big, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED) !=
+            symmpin_kernel_slot_class(t.small, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED) ||
+        gb.blocks <= gs.blocks) {
+      printf("out of step, other shapes, %s: skipped at %d ranks (%u and %u blocks)\n", t.name, N,
+             gb.blocks, gs.blocks);
+      continue;
+    }
+    clear_errors();
+    std::vector<cudaEvent_t> ev2(N);
+    for (uint32_t id = 1; id <= 3; id++) {
+      size_t count = id == 2 ? t.big : t.small;
+      for (int r = 0; r < N; r++) {
+        set_dev(r);
+        if (id == 2 && r == 1) continue;
+        symmpin_kernel_call c = make_call(r, t.slot, count, SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                           SYMMPIN_INPUT_STAGED, R[r].bufA + kGuard,
+                                           R[r].bufB + kGuard, 0xcafe0000ull + id);
+        c.call_id = id;
+        c.timeout_cycles = 0; /* no deadline: only the identity words can end the wait */
+        check(symmpin_kernel_launch(&c, R[r].s[0]) == SYMMPIN_OK, "other shapes %s: launch", t.name);
+        if (id == 2) {
+          CK(cudaEventCreateWithFlags(&ev2[r], cudaEventDisableTiming));
+          CK(cudaEventRecord(ev2[r], R[r].s[0]));
+        }
+      }
+      if (id == 1) {
+        sync_or_die("out of step, other shapes, call 1");
+        char why[200];
+        check(errors_clear(why, sizeof why), "other shapes %s: call 1: %s", t.name, why);
+      }
+    }
+    /* Every peer's call 2 ends by itself. */
+    double t0 = now_s();
+    bool ended = false;
+    while (!ended && now_s() - t0 < 10.0) {
+      ended = true;
+      for (int r = 0; r < N; r++)
+        if (r != 1) {
+          set_dev(r);
+          cudaError_t q = cudaEventQuery(ev2[r]);
+          if (q == cudaErrorNotReady) ended = false;
+          else CK(q);
+        }
+      if (!ended) usleep(1000);
+    }
+    check(ended, "other shapes %s: the peers' call 2 ended without a deadline or an abort (%.2f s)",
+          t.name, now_s() - t0);
+    for (int r = 0; r < N; r++)
+      check(R[r].err->mismatch == 1, "other shapes %s: rank %d recorded the mismatch (timed_out %u "
+            "mismatch %u)", t.name, r, (unsigned)R[r].err->timed_out, (unsigned)R[r].err->mismatch);
+    /* The peers' call 3 waits for rank 1's: the abort ends it. */
+    for (int r = 0; r < N; r++) R[r].err->abort = 1;
+    if (!sync_all(20.0)) {
+      check(false, "other shapes %s: kernels did not stop at the abort (hang)", t.name);
+      printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+      fflush(stdout);
+      _exit(1);
+    }
+    for (int r = 0; r < N; r++)
+      if (r != 1) {
+        set_dev(r);
+        CK(cudaEventDestroy(ev2[r]));
+      }
+    check(cudaGetLastError() == cudaSuccess, "other shapes %s: no CUDA error left behind", t.name);
+  }
+  clear_errors();
+  printf("out of step, other shapes (a rank skips a large call, its next small call meets it; no "
+         "deadline; LL/two-shot): %d passed, %d failed\n", g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
 /* ---------------------------------------------------------------- abort */
 
 /* No deadline (a late peer is only late), but the host's abort word stops every waiting kernel
@@ -1212,6 +1310,8 @@ int main(int argc, char **argv) {
       symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_TO_TWO] = symmpin_kernel_slot_bytes(two_count(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_TWO] = g_slot_bytes[SLOT_TO_TWO];
+  g_slot_bytes[SLOT_SHAPE_LL] = symmpin_kernel_slot_bytes(shape_ll_big(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SHAPE_TWO] = symmpin_kernel_slot_bytes(shape_two_big(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_COPY] =
@@ -1265,6 +1365,7 @@ int main(int argc, char **argv) {
   test_groups(small ? 2 : 20);
   test_timeout();
   test_out_of_step();
+  test_out_of_step_shapes();
   test_abort();
 
   printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);

@@ -219,7 +219,7 @@ Test(kernels_layout, header_fields_fit_and_do_not_overlap) {
                                                 4 * SYMMPIN_ONESHOT_MAX_BLOCKS);
   cr_expect_geq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET,
                 SYMMPIN_ONESHOT_BAR_OFFSET + 4 * SYMMPIN_ONESHOT_MAX_BLOCKS * SYMMPIN_KERNEL_MAX_RANKS);
-  cr_expect_leq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 4, SYMMPIN_ONESHOT_IDENT_OFFSET);
+  cr_expect_leq(SYMMPIN_ONESHOT_TIMEOUT_OFFSET + 8, SYMMPIN_ONESHOT_IDENT_OFFSET);
   cr_expect_eq(SYMMPIN_ONESHOT_IDENT_OFFSET % 8, 0);
   cr_expect_leq(SYMMPIN_ONESHOT_IDENT_OFFSET + 2 * 8 * SYMMPIN_KERNEL_MAX_RANKS,
                 SYMMPIN_ONESHOT_HEADER_BYTES);
