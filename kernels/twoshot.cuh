@@ -64,7 +64,8 @@ __device__ __forceinline__ void twoshot_push(const Params &P, size_t S, unsigned
 #pragma unroll
       for (int j = 0; j < kTwoshotBatch; j++) {
         size_t u = u0 + (size_t)j * stride, gu = (size_t)s * S + u;
-        if (u < S && gu < V) st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_in_index(S, r, u, parity)), v[j]);
+        if (u < S && gu < V)
+          st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_in_index(S, n, r, s, u, parity)), v[j]);
       }
     }
   }
@@ -83,7 +84,7 @@ __device__ __forceinline__ void twoshot_reduce(const Params &P, size_t S, unsign
     for (int q = 0; q < kMaxRanks; q++) {
       if (q < n) {
         uint4 v = q == r ? load_send_unit(P, gu)
-                         : ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_in_index(S, q, u, parity)));
+                         : ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_in_index(S, n, q, r, u, parity)));
         in[q][0] = v.x, in[q][1] = v.y, in[q][2] = v.z, in[q][3] = v.w;
       }
     }
@@ -92,7 +93,7 @@ __device__ __forceinline__ void twoshot_reduce(const Params &P, size_t S, unsign
     const uint4 res = make_uint4(out[0], out[1], out[2], out[3]);
     for (int k = 1; k < n; k++) {
       const int s = (r + k) % n;
-      st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_out_index(S, n, r, u, parity)), res);
+      st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_out_index(S, n, r, s, u, parity)), res);
     }
     store_recv_unit(P, gu, res);
   }
@@ -109,7 +110,8 @@ __device__ __forceinline__ void twoshot_copy_out(const Params &P, size_t S, unsi
 #pragma unroll
       for (int j = 0; j < kTwoshotBatch; j++) {
         size_t u = u0 + (size_t)j * stride, gu = (size_t)s * S + u;
-        if (u < S && gu < V) v[j] = ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_out_index(S, n, s, u, parity)));
+        if (u < S && gu < V)
+          v[j] = ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_out_index(S, n, s, r, u, parity)));
       }
 #pragma unroll
       for (int j = 0; j < kTwoshotBatch; j++) {

@@ -284,18 +284,20 @@ Test(kernels_layout, twoshot_regions_disjoint) {
         size_t S = shards[a], T = shards[b];
         size_t cap = 2 * (2 * (size_t)n * (S > T ? S : T) + 64);
         unsigned char *owner = calloc(cap, 1);
+        const int r = n / 2; /* the slot's rank: any */
         for (int q = 0; q < n; q++)
-          for (size_t u = 0; u < S; u++) {
-            size_t i = symmpin_twoshot_in_index(S, q, u, 0), o = symmpin_twoshot_out_index(S, n, q, u, 0);
+          for (size_t u = 0; u < S && q != r; u++) {
+            size_t i = symmpin_twoshot_in_index(S, n, q, r, u, 0);
+            size_t o = symmpin_twoshot_out_index(S, n, q, r, u, 0);
             cr_assert(i < cap && o < cap);
             cr_expect_eq(owner[i], 0, "n %d S %zu: in unit reused", n, S);
             cr_expect_eq(owner[o], 0, "n %d S %zu: out unit overlaps", n, S);
             owner[i] = owner[o] = 1;
           }
         for (int q = 0; q < n; q++)
-          for (size_t u = 0; u < T; u++) {
-            cr_expect_neq(owner[symmpin_twoshot_in_index(T, q, u, 1)], 1, "parities meet");
-            cr_expect_neq(owner[symmpin_twoshot_out_index(T, n, q, u, 1)], 1, "parities meet");
+          for (size_t u = 0; u < T && q != r; u++) {
+            cr_expect_neq(owner[symmpin_twoshot_in_index(T, n, q, r, u, 1)], 1, "parities meet");
+            cr_expect_neq(owner[symmpin_twoshot_out_index(T, n, q, r, u, 1)], 1, "parities meet");
           }
         free(owner);
       }
@@ -330,12 +332,16 @@ static size_t model_extent(size_t count, int dtype, int nranks, symmpin_kernel_i
     size_t vecs = (bytes + SYMMPIN_ONESHOT_UNIT_BYTES - 1) / SYMMPIN_ONESHOT_UNIT_BYTES;
     size_t S = (vecs + (size_t)nranks - 1) / (size_t)nranks;
     size_t top = 0;
-    for (unsigned p = 0; p < 2; p++) {
-      size_t hi = symmpin_twoshot_out_index(S, nranks, nranks - 1, S - 1, p);
-      cr_expect_gt(symmpin_twoshot_out_index(S, nranks, 0, 0, p),
-                   symmpin_twoshot_in_index(S, nranks - 1, S - 1, p), "out after in");
-      if (hi > top) top = hi;
-    }
+    for (int r = 0; r < nranks; r++)
+      for (int q = 0; q < nranks; q++) {
+        if (q == r) continue;
+        for (unsigned p = 0; p < 2; p++) {
+          size_t hi = symmpin_twoshot_out_index(S, nranks, q, r, S - 1, p);
+          size_t lo = symmpin_twoshot_in_index(S, nranks, q, r, S - 1, p);
+          if (hi > top) top = hi;
+          if (lo > top) top = lo;
+        }
+      }
     return SYMMPIN_ONESHOT_HEADER_BYTES + (top + 1) * SYMMPIN_ONESHOT_UNIT_BYTES;
   }
   default: return SIZE_MAX;
