@@ -225,6 +225,15 @@ tp_decode_pair() { # tp_decode_pair NAME: the two runs with the TPD_* settings i
   return $rc
 }
 s_tp_decode() { TPD_MODES=eager,graph tp_decode_pair tp-decode; }
+s_overlap() { # a GEMM slowed by concurrent all-reduces: with symmpin's kernels vs NCCL's (issue 11)
+  # On one GPU: one rank (its communicator redirected only because the tests ask; nothing waits).
+  [ "$NGPU" -ge 2 ] || export SYMMPIN_TEST_ONE_RANK=1
+  # SYMMPIN_CHOOSE=static: the question is what symmpin's kernels cost the GEMM, so they must run
+  # (the measured choice could give a size back to NCCL).
+  SYMMPIN_CHOOSE=static compare_runs overlap '^OVL-DIGEST' "$TORCHRUN" --standalone \
+    --nproc_per_node="$NGPU" tests/apps/overlap.py || return 1
+  "$PY" scripts/overlap_compare.py "$OUT/logs/overlap.nccl.out" "$OUT/logs/overlap.symmpin.out"
+}
 s_tp_decode_compile() { # torch.compile(mode="reduce-overhead"): one configuration (compiling is slow)
   TPD_MODES=compile TPD_HIDDEN=4096 TPD_TOKENS=8 tp_decode_pair tp-decode-compile
 }
@@ -250,7 +259,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups overlap)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done
