@@ -265,6 +265,33 @@ __device__ __forceinline__ void reduce_packs(const uint32_t (&in)[kMaxRanks][B /
   for (int i = 0; i < B / 4; i++) out[i] = p.w[i];
 }
 
+/* The same rank-order reduction of 16-byte packs as reduce_packs, fed one rank at a time (rank 0
+ * first): a caller may issue a few ranks' loads together and hold only those, not all n. */
+template <class D, int OP> struct PackAcc {
+  using S = typename D::S;
+  using A = typename D::A;
+  static constexpr int E = 16 / (int)sizeof(S);
+  A acc[E];
+  __device__ __forceinline__ void add(uint4 v, bool first) {
+    union {
+      uint32_t w[4];
+      S e[E];
+    } p;
+    p.w[0] = v.x, p.w[1] = v.y, p.w[2] = v.z, p.w[3] = v.w;
+#pragma unroll
+    for (int k = 0; k < E; k++) acc[k] = first ? D::to(p.e[k]) : Red<D, OP>::op(acc[k], D::to(p.e[k]));
+  }
+  __device__ __forceinline__ uint4 result(int n) const {
+    union {
+      uint32_t w[4];
+      S e[E];
+    } p;
+#pragma unroll
+    for (int k = 0; k < E; k++) p.e[k] = D::from(Red<D, OP>::fin(acc[k], n));
+    return make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
+  }
+};
+
 /* ---- user buffers: any alignment, partial packs at the tail ---- */
 
 template <int B> union Bytes {

@@ -27,6 +27,8 @@ namespace {
 /* Units a thread keeps in flight while copying (loads issued together, then the stores): a
  * thread's loads would otherwise wait for one another behind each store. */
 constexpr int kTwoshotBatch = 4;
+/* Ranks whose parts of a unit are loaded together when reducing. */
+constexpr int kTwoshotReduceGroup = 4;
 
 /* Unit g (16-byte vector of one rank's input) of `send`, as many bytes as the input has there. */
 __device__ __forceinline__ uint4 load_send_unit(const Params &P, size_t g) {
@@ -79,18 +81,26 @@ __device__ __forceinline__ void twoshot_reduce(const Params &P, size_t S, unsign
   const size_t V = P.units, first = g.first(), stride = g.stride();
   for (size_t u = first; u < S && (size_t)r * S + u < V; u += stride) {
     const size_t gu = (size_t)r * S + u;
-    uint32_t in[kMaxRanks][4];
+    /* Ranks in groups of kTwoshotReduceGroup: their loads (local memory) in flight together, and
+     * fewer registers held than all eight (the kernels run at <= 64 registers: launch bounds). */
+    PackAcc<D, OP> acc;
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; q++) {
-      if (q < n) {
-        uint4 v = q == r ? load_send_unit(P, gu)
-                         : ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_in_index(S, n, q, r, u, parity)));
-        in[q][0] = v.x, in[q][1] = v.y, in[q][2] = v.z, in[q][3] = v.w;
+    for (int q0 = 0; q0 < kMaxRanks; q0 += kTwoshotReduceGroup) {
+      if (q0 < n) {
+        uint4 v[kTwoshotReduceGroup];
+#pragma unroll
+        for (int j = 0; j < kTwoshotReduceGroup; j++) {
+          const int q = q0 + j;
+          if (q < n)
+            v[j] = q == r ? load_send_unit(P, gu)
+                          : ld_volatile_v4(twoshot_unit(P, r, symmpin_twoshot_in_index(S, n, q, r, u, parity)));
+        }
+#pragma unroll
+        for (int j = 0; j < kTwoshotReduceGroup; j++)
+          if (q0 + j < n) acc.add(v[j], q0 + j == 0);
       }
     }
-    uint32_t out[4];
-    reduce_packs<D, OP, 16>(in, n, out);
-    const uint4 res = make_uint4(out[0], out[1], out[2], out[3]);
+    const uint4 res = acc.result(n);
     for (int k = 1; k < n; k++) {
       const int s = (r + k) % n;
       st_volatile_v4(twoshot_unit(P, s, symmpin_twoshot_out_index(S, n, r, s, u, parity)), res);
