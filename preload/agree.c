@@ -298,6 +298,7 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   symmpin_choice_entry *times = a->times_out;
   size_t ntimes = a->p.ops.shape_times
                       ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;
+  if (ntimes > SYMMPIN_CHOICE_SHAPES) ntimes = SYMMPIN_CHOICE_SHAPES; /* a callback's slip */
   size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls) +
                 ntimes * sizeof times[0];
   if (need > a->blob_cap) {

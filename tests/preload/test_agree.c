@@ -27,6 +27,7 @@
 
 #include "planner/schedule.h"
 #include "preload/agree.h"
+#include "symmem/board.h"
 
 #define MAX_TEST_RANKS 8
 #define MAX_CALLS 4096
@@ -642,4 +643,36 @@ Test(agree, probes_need_every_rank_to_measure, .timeout = 60) {
     for (int k = 0; k < 2; k++)
       cr_assert_eq(W.measuring[k], mix == 0, "mix %d rank %d", mix, k);
   }
+}
+
+/* A peer's record post is another process's word: here "rank 1" is a forger on the board that
+ * posts its hello and then a record blob of 0xFF bytes (a head claiming 2^32 - 1 measured shapes
+ * and a record longer than the blob). Rank 0 reads it, refuses it (the sizes are checked before
+ * anything is copied by them), fails the epoch and never adopts a plan; it neither crashes nor
+ * reads past the blob. */
+static void *forge_rank1(void *p) {
+  world *w = p;
+  symmpin_board *b = NULL;
+  cr_assert_eq(symmpin_board_open(w->key, 1, 2, &b), SYMMPIN_OK);
+  int32_t hello[2] = {(int32_t)getpid(), 0};
+  cr_assert_eq(symmpin_board_post(b, 1, hello, sizeof hello, 777), SYMMPIN_OK);
+  unsigned char junk[512];
+  memset(junk, 0xff, sizeof junk);
+  cr_assert_eq(symmpin_board_post(b, 2, junk, sizeof junk, 777), SYMMPIN_OK);
+  while (atomic_load(&w->progress[0]) < w->ncalls) usleep(1000);
+  symmpin_board_close(b);
+  return NULL;
+}
+
+Test(agree, a_forged_record_post_fails_the_epoch_safely, .timeout = 60) {
+  world_init(&W, 2, 16, 100);
+  world_loop(&W, 4, 200);
+  W.absent[1] = true; /* no agreement of its own: the forger speaks for rank 1 */
+  W.measures[0] = true;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, forge_rank1, &W), 0);
+  world_run(&W);
+  pthread_join(t, NULL);
+  cr_assert_not(W.has_plan[0], "a plan from a forged record");
+  cr_assert_eq(W.ngo[0], 0);
 }
