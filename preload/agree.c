@@ -1,6 +1,7 @@
 /* The agreement (agree.h): phases of an epoch over the board, verdicts, and the plan in force. */
 #include "preload/agree.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -623,6 +624,19 @@ static void alarm_report(symmpin_agree *a, symmpin_alarm al) {
                !mine ? "not logged" : sig == 1 ? "NCCL" : "symmpin", (unsigned long long)site);
 }
 
+/* Raise the alarm for ranks that routed call `call` differently; the rank whose alarm stands says
+ * why in one WARN: `what` names the call(s) and the routes. */
+static void routes_differ(symmpin_agree *a, uint64_t call, const char *what) {
+  uint64_t mine = alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, call);
+  if (symmpin_board_alarm_raise(a->board, mine) != mine) return;
+  a->alarm_reported = true;
+  SYMMPIN_WARN("comm %d rank %d: ranks routed %s. The ranks reached it from different sites or "
+               "streams symmpin could not reconcile; this communicator is now in error: "
+               "ncclCommGetAsyncError and every later all-reduce report ncclRemoteError, and "
+               "waiting symmpin kernels give up. Abort the communicator (ncclCommAbort) to free it.",
+               a->p.comm, a->p.rank, what);
+}
+
 /* Calls of a block whose entries have left a ring: compare the block's hashes. True if they
  * differ (the alarm is raised and reported here). */
 static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
@@ -632,19 +646,11 @@ static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
     return false; /* not whole on one side (logging began in it), gone, or alike */
   const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
   uint64_t first = block * B + 1;
-  uint64_t w = symmpin_board_alarm_raise(a->board,
-                                         alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, first));
-  if (w == alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, first)) {
-    a->alarm_reported = true;
-    SYMMPIN_WARN("comm %d rank %d: ranks routed an all-reduce among calls %llu to %llu "
-                 "differently (rank %d's route log of these calls differs from this rank's; the "
-                 "calls themselves have left the log). The ranks reached it from different sites or "
-                 "streams symmpin could not reconcile; this communicator is now in error: "
-                 "ncclCommGetAsyncError and every later all-reduce report ncclRemoteError, and "
-                 "waiting symmpin kernels give up. Abort the communicator (ncclCommAbort) to free "
-                 "it.", a->p.comm, a->p.rank, (unsigned long long)first,
-                 (unsigned long long)(first + B - 1), r);
-  }
+  char what[200];
+  snprintf(what, sizeof what, "an all-reduce among calls %llu to %llu differently (rank %d's "
+           "route log of these calls differs from this rank's; the calls themselves have left the "
+           "log)", (unsigned long long)first, (unsigned long long)(first + B - 1), r);
+  routes_differ(a, first, what);
   return true;
 }
 
@@ -682,19 +688,12 @@ static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
     if (mine == theirs) continue;
     uint64_t my_site = 0, ignored = 0;
     (void)symmpin_board_route_get(a->board, a->p.rank, k, &ignored, &my_site); /* for the message */
-    uint64_t w = symmpin_board_alarm_raise(a->board,
-                                           alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k));
-    if (w == alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, k)) {
-      a->alarm_reported = true;
-      SYMMPIN_WARN("comm %d rank %d: ranks routed all-reduce call %llu differently: this rank %s "
-                   "(site %016llx), rank %d %s (site %016llx). The ranks reached it from "
-                   "different sites or streams symmpin could not reconcile; this communicator is "
-                   "now in error: ncclCommGetAsyncError and every later all-reduce report "
-                   "ncclRemoteError, and waiting symmpin kernels give up. Abort the communicator "
-                   "(ncclCommAbort) to free it.", a->p.comm, a->p.rank, (unsigned long long)k,
-                   mine == 1 ? "to NCCL" : "to symmpin", (unsigned long long)my_site, r,
-                   theirs == 1 ? "to NCCL" : "to symmpin", (unsigned long long)their_site);
-    }
+    char what[200];
+    snprintf(what, sizeof what, "all-reduce call %llu differently: this rank %s (site %016llx), "
+             "rank %d %s (site %016llx)", (unsigned long long)k,
+             mine == 1 ? "to NCCL" : "to symmpin", (unsigned long long)my_site, r,
+             theirs == 1 ? "to NCCL" : "to symmpin", (unsigned long long)their_site);
+    routes_differ(a, k, what);
     return true;
   }
   return false;

@@ -561,12 +561,16 @@ static void *release_when_rank1_done(void *p) {
   return NULL;
 }
 
-Test(agree, a_divergence_older_than_the_route_ring_is_still_caught, .timeout = 120) {
+/* Ranks far apart: rank 1 routes call `diverge` differently; rank 0 waits before call `pause`
+ * until rank 1 has made all 3000 calls (its epochs time out meanwhile; the plan in force stays),
+ * then goes on to call `stop` (0: the end). Every rank must end with the alarm at call `want`. */
+static void far_apart(uint64_t diverge, uint64_t pause, uint64_t stop, uint64_t want) {
   world_init(&W, 2, 16, 100);
   world_loop(&W, 4, 3000);
   W.route_logs = true;
-  W.diverge_at[1] = 280;
-  W.pause_at[0] = 270;
+  W.diverge_at[1] = diverge;
+  W.pause_at[0] = pause;
+  W.stop_after[0] = stop;
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, release_when_rank1_done, &W), 0);
   world_run(&W);
@@ -574,9 +578,13 @@ Test(agree, a_divergence_older_than_the_route_ring_is_still_caught, .timeout = 1
   for (int k = 0; k < 2; k++) {
     cr_assert_neq(W.alarm_at[k], 0, "rank %d never saw the alarm", k);
     cr_assert_eq(W.alarm[k].reason, SYMMPIN_ALARM_ROUTES_DIFFER);
-    cr_assert_eq(W.alarm[k].call, 257, "rank %d: alarm at call %llu", k,
+    cr_assert_eq(W.alarm[k].call, want, "rank %d: alarm at call %llu", k,
                  (unsigned long long)W.alarm[k].call);
   }
+}
+
+Test(agree, a_divergence_older_than_the_route_ring_is_still_caught, .timeout = 120) {
+  far_apart(280, 270, 0, 257); /* by the block of calls 257..320 */
 }
 
 /* The rank that is ahead compares what a rank stuck behind logged last: rank 0 stops at call 530
@@ -585,21 +593,7 @@ Test(agree, a_divergence_older_than_the_route_ring_is_still_caught, .timeout = 1
  * rank 0 never completes the block; rank 1's history still has its route of 530. Both end with
  * the alarm naming call 530. (The blocks alone never decided here: found by review.) */
 Test(agree, a_rank_stuck_mid_block_behind_a_far_peer_is_still_compared, .timeout = 120) {
-  world_init(&W, 2, 16, 100);
-  world_loop(&W, 4, 3000);
-  W.route_logs = true;
-  W.diverge_at[1] = 530;
-  W.pause_at[0] = 520;
-  W.stop_after[0] = 530;
-  pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, release_when_rank1_done, &W), 0);
-  world_run(&W);
-  pthread_join(t, NULL);
-  for (int k = 0; k < 2; k++) {
-    cr_assert_neq(W.alarm_at[k], 0, "rank %d never saw the alarm", k);
-    cr_assert_eq(W.alarm[k].call, 530, "rank %d: alarm at call %llu", k,
-                 (unsigned long long)W.alarm[k].call);
-  }
+  far_apart(530, 520, 530, 530);
 }
 
 /* A rank's own failure (a launch that failed) reaches every peer through the alarm. */
