@@ -234,63 +234,54 @@ template <class D, int OP> struct Red {
   }
 };
 
+/* The rank-order reduction of one pack of B bytes (8 or 16), fed one rank at a time, rank 0
+ * first: integers wrap, floating types accumulate in A and round once. Every algorithm reduces
+ * through it, so all give the same bits. A caller may hold all ranks' packs (reduce_packs) or
+ * load a few ranks at a time (two-shot: fewer registers held). */
+template <class D, int OP, int B = 16> struct PackAcc {
+  using S = typename D::S;
+  using A = typename D::A;
+  static constexpr int E = B / (int)sizeof(S);
+  union Pack {
+    uint32_t w[B / 4];
+    S e[E];
+  };
+  A acc[E];
+  __device__ __forceinline__ void add(const uint32_t (&w)[B / 4], bool first) {
+    Pack p;
+#pragma unroll
+    for (int i = 0; i < B / 4; i++) p.w[i] = w[i];
+#pragma unroll
+    for (int k = 0; k < E; k++) acc[k] = first ? D::to(p.e[k]) : Red<D, OP>::op(acc[k], D::to(p.e[k]));
+  }
+  __device__ __forceinline__ void add(uint4 v, bool first) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    add(w, first);
+  }
+  __device__ __forceinline__ void result(int n, uint32_t (&out)[B / 4]) const {
+    Pack p;
+#pragma unroll
+    for (int k = 0; k < E; k++) p.e[k] = D::from(Red<D, OP>::fin(acc[k], n));
+#pragma unroll
+    for (int i = 0; i < B / 4; i++) out[i] = p.w[i];
+  }
+  __device__ __forceinline__ uint4 result(int n) const {
+    uint32_t w[4];
+    result(n, w);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
 /* Reduce packs of B bytes from n ranks (in[s] for rank s) in rank order into out. */
 template <class D, int OP, int B>
 __device__ __forceinline__ void reduce_packs(const uint32_t (&in)[kMaxRanks][B / 4], int n,
                                              uint32_t (&out)[B / 4]) {
-  using S = typename D::S;
-  using A = typename D::A;
-  constexpr int E = B / (int)sizeof(S);
-  union {
-    uint32_t w[B / 4];
-    S e[E];
-  } p;
-  A acc[E];
+  PackAcc<D, OP, B> acc;
 #pragma unroll
-  for (int i = 0; i < B / 4; i++) p.w[i] = in[0][i];
-#pragma unroll
-  for (int k = 0; k < E; k++) acc[k] = D::to(p.e[k]);
-#pragma unroll
-  for (int s = 1; s < kMaxRanks; s++) {
-    if (s < n) {
-#pragma unroll
-      for (int i = 0; i < B / 4; i++) p.w[i] = in[s][i];
-#pragma unroll
-      for (int k = 0; k < E; k++) acc[k] = Red<D, OP>::op(acc[k], D::to(p.e[k]));
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < E; k++) p.e[k] = D::from(Red<D, OP>::fin(acc[k], n));
-#pragma unroll
-  for (int i = 0; i < B / 4; i++) out[i] = p.w[i];
+  for (int s = 0; s < kMaxRanks; s++)
+    if (s < n) acc.add(in[s], s == 0);
+  acc.result(n, out);
 }
-
-/* The same rank-order reduction of 16-byte packs as reduce_packs, fed one rank at a time (rank 0
- * first): a caller may issue a few ranks' loads together and hold only those, not all n. */
-template <class D, int OP> struct PackAcc {
-  using S = typename D::S;
-  using A = typename D::A;
-  static constexpr int E = 16 / (int)sizeof(S);
-  A acc[E];
-  __device__ __forceinline__ void add(uint4 v, bool first) {
-    union {
-      uint32_t w[4];
-      S e[E];
-    } p;
-    p.w[0] = v.x, p.w[1] = v.y, p.w[2] = v.z, p.w[3] = v.w;
-#pragma unroll
-    for (int k = 0; k < E; k++) acc[k] = first ? D::to(p.e[k]) : Red<D, OP>::op(acc[k], D::to(p.e[k]));
-  }
-  __device__ __forceinline__ uint4 result(int n) const {
-    union {
-      uint32_t w[4];
-      S e[E];
-    } p;
-#pragma unroll
-    for (int k = 0; k < E; k++) p.e[k] = D::from(Red<D, OP>::fin(acc[k], n));
-    return make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
-  }
-};
 
 /* ---- user buffers: any alignment, partial packs at the tail ---- */
 

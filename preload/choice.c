@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
+
 const char *const symmpin_choice_mode_names[] = {[SYMMPIN_CHOOSE_MEASURE] = "measure",
                                                  [SYMMPIN_CHOOSE_STATIC] = "static", NULL};
 
@@ -14,9 +16,14 @@ typedef struct shape_samples {
   uint32_t calls; /* pinned eager calls seen (symmpin_choice_probe) */
 } shape_samples;
 
+/* Open addressing over twice the shapes (never more than half full): the probe and the timing
+ * decisions look a shape up on every pinned eager call. */
+#define SLOTS (2 * SYMMPIN_CHOICE_SHAPES)
+
 struct symmpin_choice {
   shape_samples s[SYMMPIN_CHOICE_SHAPES];
   size_t n;
+  unsigned char slot[SLOTS]; /* 0 free, else 1 + index into s */
 };
 
 symmpin_choice *symmpin_choice_new(void) { return calloc(1, sizeof(symmpin_choice)); }
@@ -26,16 +33,22 @@ static bool same_shape(const symmpin_plan_shape *a, const symmpin_plan_shape *b)
   return a->count == b->count && a->dtype == b->dtype && a->op == b->op;
 }
 
-/* The shape's samples, added if there is room (add); NULL otherwise. A linear search: a rank
- * tracks at most SYMMPIN_CHOICE_SHAPES shapes, and only sampled calls look. */
+/* The shape's samples, added if there is room (add); NULL otherwise. */
 static shape_samples *find(symmpin_choice *ch, const symmpin_plan_shape *shape, bool add) {
-  for (size_t i = 0; i < ch->n; i++)
-    if (same_shape(&ch->s[i].shape, shape)) return &ch->s[i];
-  if (!add || ch->n == SYMMPIN_CHOICE_SHAPES) return NULL;
-  shape_samples *s = &ch->s[ch->n++];
-  memset(s, 0, sizeof *s);
-  s->shape = *shape;
-  return s;
+  uint64_t h = symmpin_hash_combine(shape->count, (uint64_t)(uint32_t)shape->dtype << 32 |
+                                                      (uint32_t)shape->op);
+  for (size_t i = h % SLOTS;; i = (i + 1) % SLOTS) {
+    if (ch->slot[i] == 0) {
+      if (!add || ch->n == SYMMPIN_CHOICE_SHAPES) return NULL;
+      shape_samples *s = &ch->s[ch->n++];
+      memset(s, 0, sizeof *s);
+      s->shape = *shape;
+      ch->slot[i] = (unsigned char)ch->n; /* 1 + its index */
+      return s;
+    }
+    shape_samples *s = &ch->s[ch->slot[i] - 1];
+    if (same_shape(&s->shape, shape)) return s;
+  }
 }
 
 bool symmpin_choice_probe(symmpin_choice *ch, const symmpin_plan_shape *shape) {

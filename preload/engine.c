@@ -391,12 +391,12 @@ static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
   for (int i = 0; i < TIMING_PAIRS; i++) {
     timing_pair *t = &e->timings[i];
     if (t->state != PAIR_FREE) continue;
-    if (!t->start && (cudaEventCreate(&t->start) != cudaSuccess ||
-                      cudaEventCreate(&t->end) != cudaSuccess)) {
-      cudaGetLastError();
-      return -1;
-    }
-    if (cudaEventRecord(t->start, (cudaStream_t)ec->call->stream) != cudaSuccess) {
+    int cur = device_enter(c); /* events belong to the call's device (only sampled calls pay) */
+    bool ok = (t->start || cudaEventCreate(&t->start) == cudaSuccess) &&
+              (t->end || cudaEventCreate(&t->end) == cudaSuccess) &&
+              cudaEventRecord(t->start, (cudaStream_t)ec->call->stream) == cudaSuccess;
+    device_leave(c, cur);
+    if (!ok) {
       cudaGetLastError();
       return -1;
     }
@@ -438,9 +438,9 @@ static void timing_read(symmpin_comm *c, struct symmpin_engine_comm *e) {
 static void timing_free(struct symmpin_engine_comm *e) {
   if (!e->timings) return;
   for (int i = 0; i < TIMING_PAIRS; i++) /* never blocks, also for events still pending */
-    if (e->timings[i].start) {
-      cudaEventDestroy(e->timings[i].start);
-      cudaEventDestroy(e->timings[i].end);
+    {
+      if (e->timings[i].start) cudaEventDestroy(e->timings[i].start);
+      if (e->timings[i].end) cudaEventDestroy(e->timings[i].end);
     }
   cudaGetLastError();
   free(e->timings);
@@ -448,7 +448,10 @@ static void timing_free(struct symmpin_engine_comm *e) {
 }
 
 void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc) {
-  if (c->engine) timing_end(c->engine, ec->timing, ec->call->stream, rc == 0);
+  if (!c->engine || ec->timing < 0) return;
+  int cur = device_enter(c); /* the call's device, as at the start event (a NULL stream is per device) */
+  timing_end(c->engine, ec->timing, ec->call->stream, rc == 0);
+  device_leave(c, cur);
 }
 
 /* ---- the per-call path ---- */
@@ -810,9 +813,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
-    int cur = device_enter(c); /* events belong to the call's device */
     ec->timing = timing_start(c, e, ec, false, false);
-    device_leave(c, cur);
     return false;
   }
   /* Eager calls: the slot of the pinned site of their shape, whatever their stream (the home
@@ -846,9 +847,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     return true;
   }
   if (*reason != SYMMPIN_REASON_NONE) {
-    int cur = device_enter(c); /* events belong to the call's device */
     ec->timing = timing_start(c, e, ec, false, *reason == SYMMPIN_REASON_PROBE);
-    device_leave(c, cur);
     return false;
   }
   bool hold = ec->group_depth > 0 && ec->may_batch;
