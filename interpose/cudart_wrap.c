@@ -16,18 +16,6 @@ static symmpin_real_sym real_malloc_async =
     SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_CUDART, cudaMallocAsync);
 static symmpin_real_sym real_free_async = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_CUDART, cudaFreeAsync);
 
-/* The real cudaMalloc/cudaFree for symmpin's own pools (interpose/real.h; query.c installs them in
- * the host table): the same cached symbols as the wrappers below, never the wrappers. */
-int symmpin_real_device_alloc(void **ptr, size_t bytes) {
-  cudaError_t (*real)(void **, size_t) = symmpin_real_get(&real_malloc);
-  return real ? (int)real(ptr, bytes) : (int)SYMMPIN_CUDA_MISSING;
-}
-
-int symmpin_real_device_free(void *ptr) {
-  cudaError_t (*real)(void *) = symmpin_real_get(&real_free);
-  return real ? (int)real(ptr) : (int)SYMMPIN_CUDA_MISSING;
-}
-
 SYMMPIN_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   cudaError_t (*real)(void **, size_t) = symmpin_real_get(&real_malloc);
   if (!real) return SYMMPIN_CUDA_MISSING;

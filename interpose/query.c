@@ -49,9 +49,7 @@ static int query_comm(void *comm, int *rank, int *nranks) {
 __attribute__((constructor(101))) static void symmpin_interpose_install(void) {
   const symmpin_config *cfg = symmpin_config_get();
   if (!cfg->disable) symmpin_callsite_set_depth(cfg->stack_depth); /* may prime backtrace() */
-  symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm,
-                    .device_alloc = symmpin_real_device_alloc,
-                    .device_free = symmpin_real_device_free};
+  symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm};
   symmpin_host_install(&h);
 }
 

@@ -36,10 +36,6 @@ static inline void *symmpin_real_get(symmpin_real_sym *s) {
   return p ? p : symmpin_real_resolve(s);
 }
 
-/* The real cudaMalloc/cudaFree (cudaError_t as int), for symmpin's own pools (cudart_wrap.c). */
-int symmpin_real_device_alloc(void **ptr, size_t bytes);
-int symmpin_real_device_free(void *ptr);
-
 /* Whether addr lies in the module that holds this code (libsymmpin when preloaded). */
 bool symmpin_real_is_ours(const void *addr);
 

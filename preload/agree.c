@@ -19,8 +19,6 @@
 #define ROUND_RECORD(e) (3u * (e) - 1u)
 #define ROUND_PLAN(e) (3u * (e))
 #define ROUND_ATTACH(e) (3u * (e) + 1u)
-/* The board's fixed last round: the same number on every rank whatever epoch each is in. */
-#define ROUND_TEARDOWN (UINT32_MAX - 1u)
 /* Waits poll the board in slices this long, to notice a FAIL by someone else early. */
 #define WAIT_SLICE_MS 20u
 
@@ -718,14 +716,3 @@ symmpin_alarm symmpin_agree_raise(symmpin_agree *a, symmpin_alarm_reason why, ui
   return al;
 }
 
-bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms) {
-  static const int32_t done = 1;
-  if (symmpin_board_post(a->board, ROUND_TEARDOWN, &done, sizeof done, thread_id()) != SYMMPIN_OK)
-    return false;
-  int missing = -1;
-  if (symmpin_board_wait(a->board, ROUND_TEARDOWN, wait_ms, thread_id(), &missing) == SYMMPIN_OK)
-    return true;
-  SYMMPIN_INFO("comm %d rank %d: rank %d did not reach the teardown barrier", a->p.comm,
-               a->p.rank, missing);
-  return false;
-}

@@ -168,11 +168,6 @@ symmpin_alarm symmpin_agree_raise(symmpin_agree *a, symmpin_alarm_reason why, ui
 /* The plan key of a call (site on its stream), as plans and statistics use it. */
 uint64_t symmpin_agree_key(const symmpin_agree_call *call);
 
-/* Teardown: post the board's fixed last round and wait for every rank's, at most wait_ms (a
- * thread that drives several ranks cannot wait for the others; it gives up at once). Returns false
- * if some rank did not arrive. */
-bool symmpin_agree_teardown_barrier(symmpin_agree *a, unsigned wait_ms);
-
 /* What plans are made of: the kernels' slot sizes, support and slot classes for staged input, as
  * the engine launches them. symmpin-replay plans with this same binding. */
 extern const symmpin_plan_kernels symmpin_agree_kernels;

@@ -21,6 +21,7 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "preload/errrec.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SYMMPIN_ASAN 1
@@ -97,6 +98,7 @@ static node *node_of(symmpin_comm *c) { return (node *)((char *)c - offsetof(nod
 /* ---- references ---- */
 
 static void node_free(node *n) {
+  symmpin_errrec_put(n->c.err_rec);
   pthread_mutex_destroy(&n->c.lock);
   memset(&n->c, FREED_BYTE, sizeof n->c);
   POISON(&n->c, sizeof n->c);

@@ -50,6 +50,8 @@ typedef struct symmpin_comm {
                                          ncclCommGetAsyncError and every later all-reduce */
   _Atomic(volatile uint32_t *) kernel_abort;        /* host word the kernels poll (engine) */
   _Atomic(const volatile uint32_t *) kernel_failed; /* host word a kernel sets on giving up */
+  struct symmpin_errrec *err_rec; /* the record both words lie in: this entry's reference, dropped
+                                     when the entry is freed (no reader can hold it then) */
   _Atomic int ended; /* destroy/abort/finalize has released the engine state (preload sets it,
                         under lock, with the release): a holder must not create it again */
 } symmpin_comm;

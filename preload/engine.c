@@ -20,6 +20,7 @@
 #include "preload/choice.h"
 #include "preload/config.h"
 #include "preload/host.h"
+#include "preload/retire.h"
 #include "preload/stats.h"
 #include "symmem/pool.h"
 
@@ -127,8 +128,11 @@ typedef struct group_batch {
 struct symmpin_engine_comm {
   symmpin_agree *agree;      /* NULL when setup failed (then off_reason says why) */
   symmpin_reason off_reason;
-  symmpin_pool *pool;
-  symmpin_kernel_error *err_host, *err_dev;
+  symmpin_pool *pool;         /* owned by `keep` once that exists */
+  symmpin_keep *keep;         /* the pool and error record, until the kernels are done with them */
+  symmpin_kernel_error *err_host, *err_dev; /* the keep's error record */
+  unsigned long long held_captures[8]; /* capture sequences whose graphs hold the keep (a ring) */
+  unsigned held_next;
   uint64_t timeout_cycles;
   bool timeout_reported;
   slot_order *orders;        /* the eager slots' order (slot_order above) */
@@ -164,17 +168,20 @@ static void capture_mode_restore(enum cudaStreamCaptureMode m) {
   cudaThreadExchangeStreamCaptureMode(&m);
 }
 
-/* CUDA resources, made at the first plan (never during capture): the kernels' error record in
- * host-mapped memory, and the timeout in GPU clocks. */
+/* CUDA resources, made at the first plan (never during capture): the keep of the pool and the
+ * kernels' error record (host-mapped memory; the communicator holds it too: retire.h), and the
+ * timeout in GPU clocks. */
 static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_comm *e) {
-  if (e->err_host) return SYMMPIN_OK;
-  if (cudaHostAlloc((void **)&e->err_host, sizeof *e->err_host, cudaHostAllocMapped) != cudaSuccess ||
-      cudaHostGetDevicePointer((void **)&e->err_dev, e->err_host, 0) != cudaSuccess) {
-    cudaGetLastError();
+  if (e->keep) return SYMMPIN_OK;
+  symmpin_errrec *rec = NULL;
+  e->keep = symmpin_keep_new(e->pool, c->device, &rec);
+  if (!e->keep) {
     SYMMPIN_WARN("comm %d: cannot allocate the kernels' error record", c->ordinal);
     return SYMMPIN_ERR_CUDA;
   }
-  memset((void *)e->err_host, 0, sizeof *e->err_host);
+  c->err_rec = rec; /* the communicator's reference, dropped when its entry is freed */
+  e->err_host = rec->host;
+  e->err_dev = rec->dev;
   /* What an abort sets and what the async-error query reads, without the communicator's lock. */
   atomic_store(&c->kernel_abort, &e->err_host->abort);
   atomic_store(&c->kernel_failed, &e->err_host->timed_out);
@@ -297,23 +304,10 @@ static void engine_off(symmpin_comm *c, struct symmpin_engine_comm *e, symmpin_r
                c->rank, c->nranks, what);
 }
 
-/* The pools allocate through the real cudaMalloc/cudaFree that interpose/ resolved (by name they
- * would bind to libsymmpin's own exported wrappers). Set once the host table has them (a call
- * before interpose's constructor ran allocates by name, through the guarded wrapper). */
-static void pool_allocator_install(void) {
-  static _Atomic int installed;
-  if (atomic_load(&installed)) return;
-  const symmpin_host *h = symmpin_host_table();
-  if (!h->device_alloc || !h->device_free) return;
-  symmpin_device_allocator a = {.alloc = h->device_alloc, .free = h->device_free};
-  symmpin_pool_set_allocator(&a);
-  atomic_store(&installed, 1);
-}
-
 /* Engine state for c on its first all-reduce. A failure leaves a state without agreement (off). */
 static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (c->engine) return c->engine;
-  pool_allocator_install();
+  symmpin_keep_drain(); /* what communicators that ended left for their kernels to finish */
   struct symmpin_engine_comm *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   c->engine = e;
@@ -513,6 +507,7 @@ void symmpin_engine_comm_report_failure(symmpin_comm *c) {
 /* Read the board's alarm and compare route logs (the async-error query's share of the check). */
 void symmpin_engine_comm_poll(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
+  symmpin_keep_drain();
   if (e) report_kernel_timeout(c, e); /* a kernel of this rank gave up: tell the peers too */
   symmpin_alarm al;
   if (e && e->agree && symmpin_agree_route_check(e->agree, ROUTE_CHECK_BUDGET_QUERY, &al))
@@ -554,9 +549,29 @@ static slot_order *order_of(struct symmpin_engine_comm *e, uint64_t offset) {
   return so;
 }
 
+/* The slots' events go to the keep (retire.h), which frees the pool once they have completed;
+ * with no keep (nothing was ever launched) they are destroyed here, which never waits. */
 static void orders_free(struct symmpin_engine_comm *e) {
-  for (size_t i = 0; i < e->orders_cap; i++)
-    if (e->orders[i].used) cudaEventDestroy(e->orders[i].done); /* never waits */
+  void **events = malloc((e->norders ? e->norders : 1) * sizeof *events);
+  int n = 0;
+  for (size_t i = 0; i < e->orders_cap; i++) {
+    if (!e->orders[i].used) continue;
+    if (events) {
+      events[n++] = e->orders[i].done;
+    } else { /* no memory to hand them over: wait here rather than free under a kernel */
+      if (e->keep) cudaEventSynchronize(e->orders[i].done);
+      cudaEventDestroy(e->orders[i].done);
+    }
+  }
+  if (e->keep) {
+    symmpin_keep_retire(e->keep, events, n); /* owns the pool from now on */
+  } else {
+    for (int i = 0; i < n; i++) cudaEventDestroy(events[i]);
+    symmpin_pool_destroy(e->pool); /* never grown: no chunk, no CUDA call */
+  }
+  e->keep = NULL;
+  e->pool = NULL;
+  free(events);
   free(e->orders);
   e->orders = NULL;
   e->orders_cap = e->norders = 0;
@@ -647,6 +662,25 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
   return true;
 }
 
+/* The graph being captured on `stream` holds the keep, once per capture sequence (a few recent
+ * ones remembered; a graph held twice is only released twice). */
+static bool graph_hold(struct symmpin_engine_comm *e, void *stream) {
+  enum cudaStreamCaptureStatus status;
+  unsigned long long id = 0;
+  if (!e->keep ||
+      cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  size_t ring = sizeof e->held_captures / sizeof e->held_captures[0];
+  for (size_t i = 0; i < ring; i++)
+    if (e->held_captures[i] == id && id != 0) return true;
+  if (!symmpin_keep_hold_for_graph(e->keep, stream)) return false;
+  e->held_captures[e->held_next++ % ring] = id;
+  return true;
+}
+
 /* Enqueue n calls (one launch; n > 1: a group) on `stream`, the communicator's device current.
  * Eager calls are ordered after the latest eager kernel on each of their slots when that ran on
  * another stream, and leave their slots' events for the next; captured calls use arena slots no
@@ -665,6 +699,8 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
     if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
       ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
   }
+  /* A captured kernel's graph holds the pool until the graph is gone (retire.h). */
+  if (capturing) ok = graph_hold(e, stream);
   int timing = ok && timed ? timing_start(c, e, timed, true, true) : -1;
   ok = ok && (n == 1 ? symmpin_kernel_launch(k, stream)
                      : symmpin_kernel_launch_group(k, n, stream)) == SYMMPIN_OK;
@@ -878,34 +914,26 @@ static void engine_free_host(struct symmpin_engine_comm *e) {
   free(e);
 }
 
-static void engine_free_gpu(symmpin_pool *pool, symmpin_kernel_error *err, cudaEvent_t first) {
-  symmpin_pool_destroy(pool); /* synchronizes the device first: no kernel still uses it */
-  if (err) cudaFreeHost((void *)err);
-  if (first) cudaEventDestroy(first);
-  cudaGetLastError();
-}
-
 /* ncclCommAbort: recovery from stuck kernels, which the abort word (set before the lock was taken,
- * preload.c) has already told to give up. No barrier and no waiting CUDA call (a device sync
- * would wait for the very kernels being abandoned; cudaEventDestroy does not wait). The pool and
- * the host-mapped error record are left to process exit: a peer's kernel may still write into
- * this rank's chunks (its LL push comes before it looks at the abort word), and another thread
- * may still read the record through the communicator (comm_async_error), so neither may be
- * freed while the process lives. A job that aborts and re-creates communicators keeps one pool
- * per aborted communicator (docs/design.md, "Known limits"). */
+ * preload.c) has already told to give up. No barrier and no waiting CUDA call: the pool and the
+ * error record go to the keep, freed once the kernels have given up (their events complete) and
+ * every graph that captured them is gone (retire.h). A peer's kernel may still write into this
+ * rank's chunks: its mapping holds them. The communicator's entry keeps its reference to the
+ * record for threads that still read it (comm_async_error). */
 void symmpin_engine_comm_abandon(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
   timing_free(e);
-  orders_free(e);
   if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
   cudaGetLastError();
+  orders_free(e);
   engine_free_host(e);
 }
 
-/* Before freeing its pool a rank unmaps its peers' pools and waits (briefly) until every rank has
- * done so: freeing memory a peer still maps is undefined in CUDA IPC. */
+/* ncclCommDestroy or ncclCommFinalize: the same hand-over to the keep as an abort, without
+ * stopping anything. Kernels already queued finish normally (their peers' pools stay mapped by
+ * their own mappings), and nothing here waits for them, for a peer or for the device. */
 void symmpin_engine_comm_release(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
@@ -918,22 +946,16 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   e->batch.n = 0;
   c->engine = NULL;
   /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:
-   * keep what the error record says, and stop pointing at it long before it is freed below (the
-   * barrier and the device sync come in between). */
-  const volatile uint32_t *failed = atomic_exchange(&c->kernel_failed, NULL);
+   * keep what the error record says now. Later kernel failures (of calls queued before) still
+   * reach the record, which the entry holds: comm_async_error reads it until the entry goes. */
+  const volatile uint32_t *failed = atomic_load(&c->kernel_failed);
   if (failed && *failed && !e->err_host->aborted) {
     int none = 0;
     atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
   }
-  atomic_store(&c->kernel_abort, NULL);
-  if (e->agree && e->pool && symmpin_pool_size(e->pool) > 0) {
-    symmpin_pool_unmap_peers(e->pool);
-    uint64_t limit = symmpin_config_get()->timeout_ms;
-    (void)symmpin_agree_teardown_barrier(e->agree, limit < 2000 ? (unsigned)limit : 2000);
-  }
-  engine_free_gpu(e->pool, e->err_host,
-                  e->first == FIRST_NONE || e->first == FIRST_STREAM ? NULL : e->first_ev);
   timing_free(e);
+  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
+  cudaGetLastError();
   orders_free(e);
   engine_free_host(e);
 }

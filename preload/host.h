@@ -4,7 +4,7 @@
  *
  * Until it is installed (a wrapped call before the library's constructors ran, or a CPU test that
  * installs nothing) every answer is the safe "unknown": no device, capture state unknown (treated
- * as capturing: nothing is allocated or agreed), communicator rank unknown, no real allocator. */
+ * as capturing: nothing is allocated or agreed), communicator rank unknown. */
 #ifndef SYMMPIN_PRELOAD_HOST_H
 #define SYMMPIN_PRELOAD_HOST_H
 
@@ -20,9 +20,6 @@ typedef struct symmpin_host {
   /* The real ncclCommUserRank and ncclCommCount of `comm`: the ncclResult_t (0 = success,
    * 7 = ncclInProgress while a non-blocking init runs); rank and nranks set only on success. */
   int (*comm_rank)(void *comm, int *rank, int *nranks);
-  /* The real cudaMalloc and cudaFree (not libsymmpin's exported wrappers), for the pools. */
-  int (*device_alloc)(void **ptr, size_t bytes);
-  int (*device_free)(void *ptr);
 } symmpin_host;
 
 /* Install the table (copied; any member may be NULL = unknown). */
@@ -34,7 +31,7 @@ int symmpin_host_capturing(void *stream);
 /* The same, with the capture sequence's id in *capture_id when capturing (else 0). */
 int symmpin_host_capture_id(void *stream, unsigned long long *capture_id);
 int symmpin_host_comm_rank(void *comm, int *rank, int *nranks);
-/* The allocator for the pools; NULL members until installed. */
+/* The whole table (members NULL until installed). */
 const symmpin_host *symmpin_host_table(void);
 
 #endif

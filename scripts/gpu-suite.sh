@@ -184,6 +184,32 @@ s_trust_churn() { # create/use/destroy communicators ${CHURN_CYCLES:-150} times:
   echo "smallest growth over the ranks with symmpin: $least bytes (limit 8 MiB)"
   [ "$least" -le $((8 << 20)) ]
 }
+s_trust_busy() { # ending a communicator while another stream is busy for a second: symmpin's part
+  # never waits for the device (its pool goes when its own kernels are done)
+  [ "$NGPU" -ge 2 ] || export SYMMPIN_TEST_ONE_RANK=1
+  "$TRUST" --scenario busy >"$OUT/logs/trust-busy.nccl.out" 2>&1 || { echo "without symmpin failed"; tail "$OUT/logs/trust-busy.nccl.out"; return 1; }
+  SYMMPIN_STATS_FILE="$OUT/logs/trust-busy.stats.%p.json" with_preload "$TRUST" --scenario busy \
+    >"$OUT/logs/trust-busy.symmpin.out" 2>&1 || { echo "with symmpin failed"; tail -n 30 "$OUT/logs/trust-busy.symmpin.out"; return 1; }
+  echo "without symmpin:"; grep -E "^BUSY|symmpin-trust:" "$OUT/logs/trust-busy.nccl.out"
+  echo "with symmpin:"; grep -E "^BUSY|symmpin-trust:" "$OUT/logs/trust-busy.symmpin.out"
+  local n
+  n=$(cat "$OUT"/logs/trust-busy.stats.*.json | grep -o '"redirected": [0-9]*' | awk '{s += $2} END {print s + 0}')
+  echo "calls redirected: $n"
+  [ "$n" -gt 0 ] || return 1
+  # symmpin may add at most 200 ms to what NCCL alone takes (a device sync would add a second).
+  python3 - "$OUT/logs/trust-busy.nccl.out" "$OUT/logs/trust-busy.symmpin.out" <<'PY'
+import re, sys
+def worst(path, key):
+    v = [float(x) for x in re.findall(key + r"=([0-9.]+)", open(path).read())]
+    return max(v) if v else None
+ok = True
+for key in ("destroy_ms", "abort_ms"):
+    a, b = worst(sys.argv[1], key), worst(sys.argv[2], key)
+    print(f"{key}: without symmpin {a}, with symmpin {b}")
+    ok = ok and a is not None and b is not None and b <= a + 200
+sys.exit(0 if ok else 1)
+PY
+}
 s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
   # a silent result: the app stops on the NCCL error, and the log names the site and the peer
   [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
@@ -261,7 +287,7 @@ s_speed() { # the program's own timings with and without the preload, alternatin
   done
 }
 
-all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort trust_churn ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups overlap)
+all=(info oneshot pool sanitizer app app_diverge two_streams straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort trust_churn trust_busy ddp tp dedicated bench speed tp_decode tp_decode_compile dp_groups overlap)
 [ "${1:-}" = "--list" ] && { echo "${all[*]}"; exit 0; }
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=("${all[@]}")
 for s in "${steps[@]}"; do step "$s" "s_$s"; done

@@ -1,32 +1,37 @@
-/* Symmetric pools (pool.h): chunks of cudaMalloc'd device memory, exported with CUDA IPC handles,
+/* Symmetric pools (pool.h): chunks of device memory made with the driver's virtual memory API
+ * (cuMemCreate), exported as POSIX file descriptors (handed to peer processes by fdpass.h), and
  * mapped by every rank of the communicator at the same offsets.
  *
- * Chunks are allocated and freed only through the pool's device allocator (pool.h), never by
- * calling cudaMalloc/cudaFree by name when one is set: inside libsymmpin.so those names bind to
- * the library's own exported wrappers. No other function this file calls is one the library
- * exports (interpose/symmpin.map).
+ * Why not cudaMalloc and CUDA IPC: freeing exported cudaMalloc memory while a peer still maps it
+ * is undefined, so a rank could only free its pool after every peer had unmapped it (a barrier at
+ * every destroy, and a leak at every abort), and cudaFree waits for the whole device. Here every
+ * rank maps every chunk itself, each mapping holds the physical memory, and the memory goes when
+ * the last mapping in any process goes: a rank releases its pool whenever its own kernels are done
+ * with it, whatever its peers do, and nothing waits for the device.
  *
  * Every CUDA call runs on the pool's device (the caller's current device is restored) and with the
  * thread's stream-capture mode exchanged to relaxed: another thread of the program may be capturing
  * a CUDA graph in global mode, and symmpin's own allocation must neither fail nor invalidate it.
  * Zeroing goes through a private non-blocking stream for the same reason (no implicit sync with
- * the program's streams). */
+ * the program's streams). The driver's functions come from cudaGetDriverEntryPointByVersion: no
+ * link against libcuda, and none of them is a function libsymmpin wraps. */
 #include "symmem/pool.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "symmem/fdpass.h"
 
-#define POOL_RECORD_MAGIC 0x53504f31u /* "SPO1": pool record, layout 1 */
+#define POOL_RECORD_MAGIC 0x53504f32u /* "SPO2": pool record, layout 2 (VMM, fd offers) */
 #define POOL_MAX_DEVICES 64
+#define FETCH_TIMEOUT_MS 5000u /* a peer's fd server is a thread that answers at once */
 
 /* One rank's export record for one chunk; copied in and out with memcpy, since posts may sit at
  * any alignment inside a board blob. */
@@ -36,95 +41,97 @@ typedef struct pool_record {
   int32_t device; /* ordinal in the exporting process */
   uint32_t reserved;
   uint64_t offset, bytes; /* the chunk: [offset, offset + bytes) of the pool; bytes 0 = no growth */
+  uint64_t alloc;         /* the allocation's size: what a peer maps */
   uint8_t uuid[16];       /* the exporting device */
-  uint64_t proc_token;
-  uint64_t ptr;           /* the chunk's address in the exporting process (same-process peers) */
-  cudaIpcMemHandle_t handle;
+  uint64_t proc_token;    /* the exporting process (fdpass.h) */
+  uint64_t offer;         /* the chunk's fd offer there */
+  uint8_t unused[56];
 } pool_record;
 _Static_assert(sizeof(pool_record) == SYMMPIN_POOL_EXPORT_BYTES, "export record size");
 _Static_assert(sizeof(symmpin_pool_facts) == 32, "facts are plain bytes of a fixed layout");
 
 typedef struct pool_chunk {
-  size_t offset, bytes;
-  void *local;          /* this rank's memory */
-  void **peer;          /* [nranks]: every rank's chunk as mapped here (peer[rank] = local) */
-  unsigned char *ipc;   /* [nranks]: 1 where peer[r] came from cudaIpcOpenMemHandle */
+  size_t offset, bytes; /* the chunk's range of the pool */
+  size_t alloc;         /* bytes allocated and mapped (a multiple of the granularity) */
+  uint64_t handle;      /* this rank's allocation (CUmemGenericAllocationHandle) */
+  uint64_t offer;       /* its fd offer (fdpass.h); 0 if none */
+  void *local;          /* this rank's mapping of its own allocation */
+  void **peer;          /* [nranks]: this rank's own mapping of every rank's chunk (peer[rank] =
+                           local); mappings of peers are released by unmapping them */
 } pool_chunk;
-
-/* Chunks of failed grows a pool keeps until destroy() (see symmpin_pool_reserve). */
-#define POOL_MAX_ORPHANS 4
 
 struct symmpin_pool {
   int rank, nranks, device;
-  symmpin_device_allocator alloc; /* the process's allocator when the pool was created */
   size_t size; /* agreed size: sum of attached chunks */
   pool_chunk *chunks;
   int nchunks, cap;
   bool has_pending;   /* reserved, not attached yet */
-  pool_chunk pending; /* only offset, bytes, local */
+  pool_chunk pending; /* no peer mappings */
   bool provisional;   /* the last chunk was attached by an epoch not yet settled */
-  void **orphans;     /* chunks reserved by failed epochs and replaced by a reserve of another
-                         size: peers may still map them, so they are freed only by destroy() */
-  int norphans;
   size_t announced;   /* bytes the last reserve exported (0: an empty record) */
-  bool unmapped;      /* unmap_peers() ran: only own chunks remain */
 };
 
-/* ---- device allocator ----------------------------------------------------------------------- */
+/* ---- the driver's VMM functions ----------------------------------------------------------- */
 
-static pthread_mutex_t pool_allocator_lock = PTHREAD_MUTEX_INITIALIZER;
-static symmpin_device_allocator pool_allocator; /* {NULL, NULL}: cudaMalloc/cudaFree by name */
+typedef struct pool_driver {
+  CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+  CUresult (*release)(CUmemGenericAllocationHandle);
+  CUresult (*address_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*address_free)(CUdeviceptr, size_t);
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+  CUresult (*unmap)(CUdeviceptr, size_t);
+  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+  CUresult (*export_fd)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                        unsigned long long);
+  CUresult (*import_fd)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+  CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+} pool_driver;
 
-void symmpin_pool_set_allocator(const symmpin_device_allocator *a) {
-  if (a && (!a->alloc || !a->free)) {
-    SYMMPIN_WARN("pool: a device allocator without its %s function is refused; keeping the current "
-                 "one", a->alloc ? "free" : "alloc");
-    return;
+static pool_driver drv;
+static bool drv_ok;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void drv_resolve(void) {
+  struct {
+    const char *name;
+    void **fn;
+  } want[] = {
+      {"cuMemCreate", (void **)&drv.create},
+      {"cuMemRelease", (void **)&drv.release},
+      {"cuMemAddressReserve", (void **)&drv.address_reserve},
+      {"cuMemAddressFree", (void **)&drv.address_free},
+      {"cuMemMap", (void **)&drv.map},
+      {"cuMemUnmap", (void **)&drv.unmap},
+      {"cuMemSetAccess", (void **)&drv.set_access},
+      {"cuMemExportToShareableHandle", (void **)&drv.export_fd},
+      {"cuMemImportFromShareableHandle", (void **)&drv.import_fd},
+      {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
+  };
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    /* 12000: the ABI of these functions since CUDA 12.0 (unchanged since 10.2). */
+    if (cudaGetDriverEntryPointByVersion(want[i].name, want[i].fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !*want[i].fn) {
+      (void)cudaGetLastError();
+      SYMMPIN_INFO("pool: the CUDA driver has no %s: no symmetric pools", want[i].name);
+      return;
+    }
   }
-  pthread_mutex_lock(&pool_allocator_lock);
-  if (a)
-    pool_allocator = *a;
-  else
-    memset(&pool_allocator, 0, sizeof(pool_allocator));
-  pthread_mutex_unlock(&pool_allocator_lock);
+  drv_ok = true;
 }
 
-static symmpin_device_allocator pool_allocator_now(void) {
-  pthread_mutex_lock(&pool_allocator_lock);
-  symmpin_device_allocator a = pool_allocator;
-  pthread_mutex_unlock(&pool_allocator_lock);
-  return a;
-}
-
-static cudaError_t pool_dev_alloc(const symmpin_pool *p, void **ptr, size_t bytes) {
-  return p->alloc.alloc ? (cudaError_t)p->alloc.alloc(ptr, bytes) : cudaMalloc(ptr, bytes);
-}
-
-static cudaError_t pool_dev_free(const symmpin_pool *p, void *ptr) {
-  return p->alloc.free ? (cudaError_t)p->alloc.free(ptr) : cudaFree(ptr);
+static bool drv_get(void) {
+  pthread_once(&drv_once, drv_resolve);
+  return drv_ok;
 }
 
 /* ---- process identity ------------------------------------------------------------------- */
 
-static _Atomic uint64_t pool_token;
-
 /* Random per process, so that "same pid" in two pid namespaces (containers sharing /dev/shm) is
- * never mistaken for the same process. */
-static uint64_t pool_proc_token(void) {
-  uint64_t t = atomic_load(&pool_token);
-  if (t) return t;
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-        ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&r;
-  }
-  if (r == 0) r = 1;
-  uint64_t expected = 0;
-  if (!atomic_compare_exchange_strong(&pool_token, &expected, r)) r = expected;
-  return r;
-}
+ * never mistaken for the same process; it also names the process's fd socket (fdpass.h). */
+static uint64_t pool_proc_token(void) { return symmpin_fdpass_process_token(); }
 
 static pthread_mutex_t pool_uuid_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pool_uuid_known;
@@ -218,6 +225,79 @@ static bool pool_cuda_check(const symmpin_pool *p, cudaError_t e, const char *wh
   return false;
 }
 
+/* Logs a failed driver call where it happened (the caller's line). */
+#define pool_drv_ok(p, r, what) pool_drv_check((p), (r), (what), __LINE__)
+static bool pool_drv_check(const symmpin_pool *p, CUresult r, const char *what, int line) {
+  if (r == CUDA_SUCCESS) return true;
+  if (SYMMPIN_LOG_ON(SYMMPIN_LOG_WARN))
+    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, line,
+                      "pool of rank %d: %s on device %d failed: CUresult %d", p->rank, what,
+                      p->device, (int)r);
+  return false;
+}
+
+/* ---- mappings --------------------------------------------------------------------------- */
+
+static CUmemAllocationProp pool_prop(int device) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
+/* Maps `handle` (alloc bytes) at a new address, read-write from the pool's device. The mapping
+ * holds the memory: the handle may be released right after. */
+static symmpin_status pool_map(const symmpin_pool *p, CUmemGenericAllocationHandle handle,
+                               size_t alloc, void **out) {
+  CUdeviceptr va = 0;
+  if (!pool_drv_ok(p, drv.address_reserve(&va, alloc, 0, 0, 0), "cuMemAddressReserve"))
+    return SYMMPIN_ERR_CUDA;
+  if (!pool_drv_ok(p, drv.map(va, alloc, 0, handle, 0), "cuMemMap")) goto fail_va;
+  CUmemAccessDesc access;
+  memset(&access, 0, sizeof(access));
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = p->device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  /* Fails where the pool's device cannot reach the memory's (no P2P). */
+  if (!pool_drv_ok(p, drv.set_access(va, alloc, &access, 1), "cuMemSetAccess")) goto fail_map;
+  *out = (void *)(uintptr_t)va;
+  return SYMMPIN_OK;
+fail_map:
+  (void)drv.unmap(va, alloc);
+fail_va:
+  (void)drv.address_free(va, alloc);
+  return SYMMPIN_ERR_CUDA;
+}
+
+static void pool_unmap(const symmpin_pool *p, void *ptr, size_t alloc) {
+  if (!ptr) return;
+  CUdeviceptr va = (CUdeviceptr)(uintptr_t)ptr;
+  pool_drv_ok(p, drv.unmap(va, alloc), "cuMemUnmap");
+  pool_drv_ok(p, drv.address_free(va, alloc), "cuMemAddressFree");
+}
+
+/* Unmaps this rank's mappings of its peers' chunks. */
+static void pool_chunk_unmap_peers(symmpin_pool *p, pool_chunk *c) {
+  for (int r = 0; c->peer && r < p->nranks; r++) {
+    if (r != p->rank) pool_unmap(p, c->peer[r], c->alloc);
+    if (r != p->rank) c->peer[r] = NULL;
+  }
+}
+
+/* Everything of this rank's own allocation: the offer (no peer can fetch it any more), the
+ * mapping, the handle. Peers' mappings of it keep the memory until they go. */
+static void pool_chunk_release_own(symmpin_pool *p, pool_chunk *c) {
+  if (c->offer) symmpin_fdpass_withdraw(c->offer);
+  c->offer = 0;
+  pool_unmap(p, c->local, c->alloc);
+  c->local = NULL;
+  if (c->handle) pool_drv_ok(p, drv.release((CUmemGenericAllocationHandle)c->handle), "cuMemRelease");
+  c->handle = 0;
+}
+
 /* ---- create / destroy ------------------------------------------------------------------- */
 
 symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out) {
@@ -234,82 +314,35 @@ symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_poo
   p->rank = rank;
   p->nranks = nranks;
   p->device = device;
-  p->alloc = pool_allocator_now();
   *out = p;
   return SYMMPIN_OK;
 }
 
-/* Unmaps what this chunk mapped from other processes and forgets every peer's address. */
-static void pool_chunk_unmap(symmpin_pool *p, pool_chunk *c) {
-  for (int r = 0; r < p->nranks; r++) {
-    if (c->ipc && c->ipc[r]) {
-      pool_cuda_ok(p, cudaIpcCloseMemHandle(c->peer[r]), "cudaIpcCloseMemHandle");
-      c->ipc[r] = 0;
-    }
-    if (c->peer && r != p->rank) c->peer[r] = NULL;
-  }
-}
-
-symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p) {
-  if (!p) {
-    SYMMPIN_WARN("pool_unmap_peers: NULL pool");
-    return SYMMPIN_ERR_INVALID;
-  }
-  if (p->unmapped) return SYMMPIN_OK;
-  symmpin_status st = SYMMPIN_OK;
-  if (p->nchunks > 0) {
-    pool_scope s;
-    st = pool_scope_enter(p, &s);
-    if (st != SYMMPIN_OK) return st;
-    /* Our kernels that read or write peers' chunks must be done before the mappings go. */
-    cudaError_t e = cudaDeviceSynchronize();
-    if (pool_runtime_gone(e)) {
-      (void)cudaGetLastError();
-    } else {
-      if (!pool_cuda_ok(p, e, "cudaDeviceSynchronize")) st = SYMMPIN_ERR_CUDA;
-      for (int i = 0; i < p->nchunks; i++) pool_chunk_unmap(p, &p->chunks[i]);
-    }
-    pool_scope_leave(p, &s);
-  }
-  p->unmapped = true;
-  return st;
-}
-
 static void pool_chunk_free_host(pool_chunk *c) {
   free(c->peer);
-  free(c->ipc);
   c->peer = NULL;
-  c->ipc = NULL;
 }
 
 void symmpin_pool_destroy(symmpin_pool *p) {
   if (!p) return;
-  if (p->nchunks > 0 || p->has_pending || p->norphans > 0) {
+  if ((p->nchunks > 0 || p->has_pending) && drv_get()) {
     pool_scope s;
     if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
-      /* Our own queued work must finish before its memory goes; peers' use of our chunks is
-       * the caller's barrier (see unmap_peers). */
-      cudaError_t e = cudaDeviceSynchronize();
-      if (!pool_runtime_gone(e)) {
-        pool_cuda_ok(p, e, "cudaDeviceSynchronize");
-        for (int i = 0; i < p->nchunks; i++) {
-          pool_chunk_unmap(p, &p->chunks[i]);
-          pool_cuda_ok(p, pool_dev_free(p, p->chunks[i].local), "freeing a chunk");
-        }
-        if (p->has_pending)
-          pool_cuda_ok(p, pool_dev_free(p, p->pending.local), "freeing the reserved chunk");
-        for (int i = 0; i < p->norphans; i++)
-          pool_cuda_ok(p, pool_dev_free(p, p->orphans[i]), "freeing a chunk of a failed epoch");
-      } else {
-        /* At process exit the runtime is already gone and takes every mapping with it. */
-        (void)cudaGetLastError();
+      for (int i = 0; i < p->nchunks; i++) {
+        pool_chunk_unmap_peers(p, &p->chunks[i]);
+        pool_chunk_release_own(p, &p->chunks[i]);
       }
+      if (p->has_pending) pool_chunk_release_own(p, &p->pending);
       pool_scope_leave(p, &s);
+    } else {
+      /* At process exit the runtime is already gone and takes every mapping with it; only the
+       * offers are this module's. */
+      for (int i = 0; i < p->nchunks; i++) symmpin_fdpass_withdraw(p->chunks[i].offer);
+      if (p->has_pending) symmpin_fdpass_withdraw(p->pending.offer);
     }
   }
   for (int i = 0; i < p->nchunks; i++) pool_chunk_free_host(&p->chunks[i]);
   free(p->chunks);
-  free(p->orphans);
   free(p);
 }
 
@@ -326,7 +359,8 @@ static void pool_record_fill(const symmpin_pool *p, pool_record *rec, const pool
   if (uuid) memcpy(rec->uuid, uuid, 16);
   if (c) {
     rec->bytes = c->bytes;
-    rec->ptr = (uint64_t)(uintptr_t)c->local;
+    rec->alloc = c->alloc;
+    rec->offer = c->offer;
   }
 }
 
@@ -343,35 +377,59 @@ static symmpin_status pool_own_uuid(int device, uint8_t uuid[16]) {
   return SYMMPIN_OK;
 }
 
-/* Allocates and zeroes one chunk; kernels rely on zeroed flags in fresh slots. */
-static symmpin_status pool_chunk_alloc(const symmpin_pool *p, size_t bytes, void **out) {
-  void *ptr = NULL;
+/* Zeroes a fresh chunk: kernels rely on zeroed flags in fresh slots. */
+static symmpin_status pool_zero(const symmpin_pool *p, void *ptr, size_t bytes) {
   cudaStream_t stream = NULL;
-  char what[64];
-  snprintf(what, sizeof(what), "allocating a %zu-byte chunk", bytes);
-  if (!pool_cuda_ok(p, pool_dev_alloc(p, &ptr, bytes), what)) return SYMMPIN_ERR_CUDA;
   if (!pool_cuda_ok(p, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                     "cudaStreamCreateWithFlags"))
-    goto fail_free;
-  if (!pool_cuda_ok(p, cudaMemsetAsync(ptr, 0, bytes, stream), "cudaMemsetAsync") ||
-      !pool_cuda_ok(p, cudaStreamSynchronize(stream), "cudaStreamSynchronize"))
-    goto fail_stream;
+    return SYMMPIN_ERR_CUDA;
+  bool ok = pool_cuda_ok(p, cudaMemsetAsync(ptr, 0, bytes, stream), "cudaMemsetAsync") &&
+            pool_cuda_ok(p, cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   pool_cuda_ok(p, cudaStreamDestroy(stream), "cudaStreamDestroy");
-  *out = ptr;
-  return SYMMPIN_OK;
+  return ok ? SYMMPIN_OK : SYMMPIN_ERR_CUDA;
+}
 
-fail_stream:
-  pool_cuda_ok(p, cudaStreamDestroy(stream), "cudaStreamDestroy");
-fail_free:
-  pool_cuda_ok(p, pool_dev_free(p, ptr), "freeing a chunk that could not be zeroed");
-  return SYMMPIN_ERR_CUDA;
+/* Allocates, maps, zeroes and offers one chunk of `alloc` bytes into c (its handle, offer,
+ * local). On failure nothing is left. */
+static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk *c) {
+  CUmemAllocationProp prop = pool_prop(p->device);
+  CUmemGenericAllocationHandle h = 0;
+  char what[64];
+  snprintf(what, sizeof(what), "cuMemCreate of %zu bytes", alloc);
+  if (!pool_drv_ok(p, drv.create(&h, alloc, &prop, 0), what)) return SYMMPIN_ERR_CUDA;
+  c->handle = (uint64_t)h;
+  c->alloc = alloc;
+  symmpin_status st = pool_map(p, h, alloc, &c->local);
+  if (st == SYMMPIN_OK) st = pool_zero(p, c->local, alloc);
+  int fd = -1;
+  if (st == SYMMPIN_OK &&
+      !pool_drv_ok(p, drv.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                   "cuMemExportToShareableHandle"))
+    st = SYMMPIN_ERR_CUDA;
+  if (st == SYMMPIN_OK) st = symmpin_fdpass_offer(fd, c->handle, &c->offer);
+  if (fd >= 0) close(fd); /* the offer holds its own duplicate */
+  if (st != SYMMPIN_OK) pool_chunk_release_own(p, c);
+  return st;
+}
+
+/* The allocation size for `want` bytes: whole multiples of the allocation granularity and of
+ * SYMMPIN_POOL_CHUNK_ALIGN. 0 if the driver cannot say. */
+static size_t pool_alloc_size(const symmpin_pool *p, size_t want) {
+  CUmemAllocationProp prop = pool_prop(p->device);
+  size_t g = 0;
+  if (!pool_drv_ok(p, drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                   "cuMemGetAllocationGranularity") ||
+      g == 0)
+    return 0;
+  size_t unit = g > SYMMPIN_POOL_CHUNK_ALIGN ? g : SYMMPIN_POOL_CHUNK_ALIGN;
+  if (unit % g || unit % SYMMPIN_POOL_CHUNK_ALIGN) unit = g * SYMMPIN_POOL_CHUNK_ALIGN;
+  if (want > SIZE_MAX - unit) return 0;
+  return (want + unit - 1) / unit * unit;
 }
 
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec) {
-  if (!p || !export_rec || p->unmapped) {
-    SYMMPIN_WARN("pool_reserve: %s", !p            ? "NULL pool"
-                                     : !export_rec ? "NULL export record"
-                                                   : "its peers are unmapped (torn down)");
+  if (!p || !export_rec) {
+    SYMMPIN_WARN("pool_reserve: %s", !p ? "NULL pool" : "NULL export record");
     return SYMMPIN_ERR_INVALID;
   }
   p->announced = 0; /* a failed reserve announces nothing */
@@ -386,58 +444,39 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   if (bytes <= p->size) {
     pool_record_fill(p, &rec, NULL, uuid);
     memcpy(export_rec, &rec, sizeof(rec));
-    p->announced = 0;
     return SYMMPIN_OK;
   }
+  if (!drv_get()) return SYMMPIN_ERR_UNSUPPORTED;
   /* The chunk covers exactly [size, bytes): the next chunk starts where the planner's pool ended,
    * so a slot the planner appends at the old end lies inside the new chunk. Only the allocation
    * is rounded up (its tail is never addressed through the pool). */
   size_t want = bytes - p->size;
-  if (want > SIZE_MAX - SYMMPIN_POOL_CHUNK_ALIGN) {
-    SYMMPIN_WARN("pool_reserve: rank %d cannot grow to %zu bytes (too large)", p->rank, bytes);
-    return SYMMPIN_ERR_INVALID;
-  }
-  size_t alloc = (want + SYMMPIN_POOL_CHUNK_ALIGN - 1) / SYMMPIN_POOL_CHUNK_ALIGN * SYMMPIN_POOL_CHUNK_ALIGN;
-
   pool_scope s;
   st = pool_scope_enter(p, &s);
   if (st != SYMMPIN_OK) return st;
   if (p->has_pending && p->pending.bytes != want) {
-    /* A grow of another size after a failed one: peers may still map the old chunk, which must not
-     * be freed under their mappings (undefined in CUDA IPC); it waits for destroy() as an orphan,
-     * and this grow gets a chunk of its own. A few at most: a pool whose grows keep failing stops
-     * growing rather than holding ever more memory the program may need. */
-    if (p->norphans >= POOL_MAX_ORPHANS) {
-      SYMMPIN_WARN("pool_reserve: rank %d: %d grows of changing sizes failed; the pool stays at %zu "
-                   "bytes", p->rank, p->norphans + 1, p->size);
-      st = SYMMPIN_ERR_UNSUPPORTED;
-      goto out;
-    }
-    void **o = realloc(p->orphans, (size_t)(p->norphans + 1) * sizeof(*o));
-    if (!o) {
-      SYMMPIN_WARN("pool_reserve: rank %d: out of memory for an orphaned chunk", p->rank);
-      st = SYMMPIN_ERR_NOMEM;
-      goto out;
-    }
-    p->orphans = o;
-    p->orphans[p->norphans++] = p->pending.local;
+    /* A grow of another size after a failed one: the old chunk goes. A peer that mapped it in
+     * the failed epoch holds it through its own mapping until it settles; nothing here waits. */
+    pool_chunk_release_own(p, &p->pending);
     p->has_pending = false;
-    memset(&p->pending, 0, sizeof(p->pending));
   }
   if (!p->has_pending) { /* else: the same size as a failed grow: its chunk is exported again */
-    void *ptr = NULL;
-    st = pool_chunk_alloc(p, alloc, &ptr);
+    size_t alloc = pool_alloc_size(p, want);
+    if (alloc == 0) {
+      SYMMPIN_WARN("pool_reserve: rank %d cannot grow to %zu bytes", p->rank, bytes);
+      st = SYMMPIN_ERR_INVALID;
+      goto out;
+    }
+    pool_chunk c;
+    memset(&c, 0, sizeof(c));
+    st = pool_chunk_alloc(p, alloc, &c);
     if (st != SYMMPIN_OK) goto out;
-    p->pending.offset = p->size;
-    p->pending.bytes = want;
-    p->pending.local = ptr;
+    c.offset = p->size;
+    c.bytes = want;
+    p->pending = c;
     p->has_pending = true;
   }
   pool_record_fill(p, &rec, &p->pending, uuid);
-  if (!pool_cuda_ok(p, cudaIpcGetMemHandle(&rec.handle, p->pending.local), "cudaIpcGetMemHandle")) {
-    st = SYMMPIN_ERR_CUDA;
-    goto out;
-  }
   memcpy(export_rec, &rec, sizeof(rec));
   p->announced = p->pending.bytes;
 out:
@@ -445,53 +484,66 @@ out:
   return st;
 }
 
-/* Maps rank r's chunk described by rec into c->peer[r]. */
+/* A same-process peer's chunk: its handle mapped here while its offer cannot go away. */
+typedef struct local_map {
+  const symmpin_pool *p;
+  size_t alloc;
+  void *ptr;
+} local_map;
+
+static symmpin_status pool_map_local(uint64_t handle, void *arg) {
+  local_map *m = arg;
+  return pool_map(m->p, (CUmemGenericAllocationHandle)handle, m->alloc, &m->ptr);
+}
+
+/* Maps rank r's chunk described by rec into c->peer[r]: this rank's own mapping of it. */
 static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const pool_record *rec,
                                     int count, const uint8_t (*uuids)[16]) {
-  bool same_process = rec->pid == (int32_t)getpid() && rec->proc_token == pool_proc_token();
-  if (same_process) {
-    /* One process driving several ranks: the pointer is valid here as is; only peer access from
-     * our device to theirs must be on. */
-    if (rec->device != p->device) {
-      if (!symmpin_pool_p2p_ok(p->device, rec->device)) {
-        SYMMPIN_INFO("pool of rank %d: device %d cannot access device %d of rank %d (no P2P)",
-                     p->rank, p->device, rec->device, r);
-        return SYMMPIN_ERR_UNSUPPORTED;
-      }
-      cudaError_t e = cudaDeviceEnablePeerAccess(rec->device, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-      } else if (!pool_cuda_ok(p, e, "cudaDeviceEnablePeerAccess")) {
-        return SYMMPIN_ERR_CUDA;
-      }
-    }
-    c->peer[r] = (void *)(uintptr_t)rec->ptr;
-    return SYMMPIN_OK;
+  if (rec->alloc != c->alloc) {
+    SYMMPIN_WARN("pool_attach: rank %d allocated %llu bytes for the chunk, rank %d %zu", r,
+                 (unsigned long long)rec->alloc, p->rank, c->alloc);
+    return SYMMPIN_ERR_DISAGREE;
   }
-  int dev = pool_uuid_to_device(rec->uuid, count, uuids);
+  bool same_process = rec->pid == (int32_t)getpid() && rec->proc_token == pool_proc_token();
+  int dev = same_process ? rec->device : pool_uuid_to_device(rec->uuid, count, uuids);
   if (dev >= 0 && dev != p->device && !symmpin_pool_p2p_ok(p->device, dev)) {
     SYMMPIN_INFO("pool of rank %d: device %d cannot access device %d of rank %d (no P2P)", p->rank,
                  p->device, dev, r);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
-  /* The driver refcounts a handle opened twice in one context (two ranks of this process on the
-   * same device mapping one peer), so each chunk simply opens and closes its own reference. */
-  void *ptr = NULL;
+  if (same_process) {
+    local_map m = {.p = p, .alloc = c->alloc};
+    symmpin_status st = symmpin_fdpass_with_local(rec->offer, pool_map_local, &m);
+    if (st == SYMMPIN_ERR_DISAGREE)
+      SYMMPIN_WARN("pool_attach: rank %d: rank %d's chunk is no longer offered", p->rank, r);
+    if (st == SYMMPIN_OK) c->peer[r] = m.ptr;
+    return st;
+  }
+  int fd = -1;
+  symmpin_status st = symmpin_fdpass_fetch(rec->proc_token, rec->offer, FETCH_TIMEOUT_MS, &fd);
+  if (st != SYMMPIN_OK) {
+    SYMMPIN_WARN("pool_attach: rank %d cannot fetch rank %d's chunk from process %d: %s%s",
+                 p->rank, r, (int)rec->pid, symmpin_status_name(st),
+                 st == SYMMPIN_ERR_IO ? " (no answer: the process ended, or is in another network "
+                                        "namespace)"
+                                      : "");
+    return st;
+  }
+  CUmemGenericAllocationHandle h = 0;
   char what[64];
-  snprintf(what, sizeof(what), "cudaIpcOpenMemHandle (rank %d)", r);
-  if (!pool_cuda_ok(p, cudaIpcOpenMemHandle(&ptr, rec->handle, cudaIpcMemLazyEnablePeerAccess),
-                    what))
-    return SYMMPIN_ERR_CUDA;
-  c->peer[r] = ptr;
-  c->ipc[r] = 1;
-  return SYMMPIN_OK;
+  snprintf(what, sizeof(what), "cuMemImportFromShareableHandle (rank %d)", r);
+  bool ok = pool_drv_ok(
+      p, drv.import_fd(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), what);
+  close(fd);
+  if (!ok) return SYMMPIN_ERR_CUDA;
+  st = pool_map(p, h, c->alloc, &c->peer[r]);
+  pool_drv_ok(p, drv.release(h), "cuMemRelease"); /* the mapping holds the memory */
+  return st;
 }
 
 symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[]) {
-  if (!p || !records || p->unmapped) {
-    SYMMPIN_WARN("pool_attach: %s", !p         ? "NULL pool"
-                                    : !records ? "NULL records"
-                                               : "its peers are unmapped (torn down)");
+  if (!p || !records) {
+    SYMMPIN_WARN("pool_attach: %s", !p ? "NULL pool" : "NULL records");
     return SYMMPIN_ERR_INVALID;
   }
   size_t exp_bytes = p->has_pending ? p->announced : 0;
@@ -537,11 +589,10 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
   }
   pool_chunk c = p->pending;
   c.peer = calloc((size_t)p->nranks, sizeof(*c.peer));
-  c.ipc = calloc((size_t)p->nranks, 1);
-  if (!c.peer || !c.ipc) {
+  if (!c.peer) {
     SYMMPIN_WARN("pool_attach: rank %d: out of memory for %d peer mappings", p->rank, p->nranks);
     st = SYMMPIN_ERR_NOMEM;
-    goto out_chunk;
+    goto out_recs;
   }
   c.peer[p->rank] = c.local;
 
@@ -554,7 +605,7 @@ symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[])
   if (st != SYMMPIN_OK) goto out_chunk;
   for (int r = 0; r < p->nranks && st == SYMMPIN_OK; r++)
     if (r != p->rank) st = pool_map_peer(p, &c, r, &recs[r], count, uuids);
-  if (st != SYMMPIN_OK) pool_chunk_unmap(p, &c);
+  if (st != SYMMPIN_OK) pool_chunk_unmap_peers(p, &c);
   pool_scope_leave(p, &s);
   if (st != SYMMPIN_OK) goto out_chunk;
 
@@ -574,25 +625,25 @@ out_recs:
   return st;
 }
 
-/* ---- lookups ---------------------------------------------------------------------------- */
-
 void symmpin_pool_settle(symmpin_pool *p, bool agreed) {
   if (!p || !p->provisional) return;
   p->provisional = false;
   if (agreed) return;
-  /* Back to "reserved": this rank's peers' chunks are unmapped (no kernel ever used them: the
-   * epoch did not agree), its own chunk stays reserved for a retry of the same size. */
+  /* Back to "reserved": this rank's mappings of its peers' new chunks go (no kernel ever used
+   * them: the epoch did not agree), its own chunk stays reserved for a retry of the same size. */
   pool_chunk c = p->chunks[--p->nchunks];
   pool_scope s;
   if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
-    pool_chunk_unmap(p, &c);
+    pool_chunk_unmap_peers(p, &c);
     pool_scope_leave(p, &s);
   }
   p->size -= c.bytes;
-  p->pending = (pool_chunk){.offset = c.offset, .bytes = c.bytes, .local = c.local};
-  p->has_pending = true;
   pool_chunk_free_host(&c);
+  p->pending = c;
+  p->has_pending = true;
 }
+
+/* ---- lookups ---------------------------------------------------------------------------- */
 
 size_t symmpin_pool_size(const symmpin_pool *p) { return p ? p->size : 0; }
 

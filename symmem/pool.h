@@ -3,10 +3,12 @@
  * (NVLink peer access). Pools grow by chunks; a slot never straddles two chunks, and existing
  * chunks never move, so a planned offset stays valid forever.
  *
- * Sharing: chunks of cudaMalloc memory (from the device allocator below) exported with CUDA IPC
- * handles posted on the communicator's board (board.h); a peer in another process opens them with
- * cudaIpcOpenMemHandle, a peer in this process (one thread or one thread per GPU driving several
- * ranks) uses the pointer directly.
+ * Sharing: chunks of device memory made with the driver's virtual memory API (cuMemCreate),
+ * offered to peer processes as file descriptors (symmem/fdpass.h; the record a rank posts on the
+ * board names the offer). Every rank maps every rank's chunk itself, in another process or in
+ * this one, and each mapping holds the physical memory: a chunk's memory goes when its last
+ * mapping in any process goes. So a rank frees its pool when its own kernels are done with it,
+ * never waiting for its peers, and never frees memory a peer's kernel may still use.
  *
  * Growing is collective and split in two steps so that a thread driving several ranks never blocks
  * on itself: every rank calls symmpin_pool_reserve() (allocates its chunk, returns the bytes to
@@ -26,57 +28,36 @@ typedef struct symmpin_pool symmpin_pool;
 
 #define SYMMPIN_POOL_EXPORT_BYTES 128 /* one rank's export record for one chunk */
 
-/* Chunks are whole multiples of this (the granularity of cudaMalloc's own large allocations):
- * a chunk never shares its pages with the program's memory, so exporting it exposes nothing else. */
+/* Chunks are whole multiples of this and of the driver's allocation granularity: a chunk never
+ * shares its pages with anything else, so exporting it exposes nothing else. */
 #define SYMMPIN_POOL_CHUNK_ALIGN ((size_t)2 << 20)
-
-/* Where chunks come from. Inside libsymmpin.so a call of cudaMalloc/cudaFree by name binds to the
- * library's own exported wrappers (interpose/symmpin.map), which would record the pool as one of
- * the program's allocations and tie this module to the interposition layer; so the preload hands
- * in the real runtime functions it resolved. Both return a cudaError_t as int (0 = success);
- * alloc sets *ptr only on success and must return memory of the kind cudaMalloc returns
- * (exportable with cudaIpcGetMemHandle: not cudaMallocAsync, managed or host memory). They are
- * called with the pool's device current and the thread's capture mode relaxed, from whichever
- * thread drives the rank, so they must be thread-safe. Every chunk allocation and free of a pool
- * goes through them; the pool's other runtime calls (zeroing, IPC, peer access) are none that
- * libsymmpin wraps. */
-typedef struct symmpin_device_allocator {
-  int (*alloc)(void **ptr, size_t bytes);
-  int (*free)(void *ptr);
-} symmpin_device_allocator;
-
-/* Process-wide, copied: set it once at start, before the first pool is created (the preload, with
- * the real cudaMalloc/cudaFree). A pool keeps the allocator in force when it was created, so every
- * chunk is freed by the allocator that made it, even if the setting changes later. NULL or never
- * set: cudaMalloc/cudaFree by name, which is right for tests and tools that are not preloaded.
- * An allocator missing either function is refused with a warning and the current one stays. */
-void symmpin_pool_set_allocator(const symmpin_device_allocator *a);
 
 /* Create an empty pool for `rank` of `nranks` on CUDA device `device`. No CUDA call yet.
  * A pool belongs to one rank; its caller serializes calls on it (not thread-safe). */
 symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out);
-/* Free every chunk and unmap every peer mapping. Safe on NULL. Synchronizes the device first. */
+/* Unmap every mapping this rank holds (its own chunks and its peers') and release its chunks.
+ * Safe on NULL. The caller guarantees that no kernel of this rank uses the pool any more (the
+ * preload waits for its events first: preload/retire.h); peers need nothing: their own mappings
+ * keep what they still use. Never synchronizes the device. */
 void symmpin_pool_destroy(symmpin_pool *p);
-/* Optional first step of a clean teardown: close this rank's mappings of its peers' chunks (after
- * synchronizing the device), keeping its own chunks. CUDA leaves freeing exported memory that a
- * peer still maps undefined, so a clean teardown is: every rank unmap_peers(), a barrier (board
- * round), every rank destroy(). Afterwards addr() of a peer is NULL and the pool cannot grow. */
-symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p);
 
 /* Step 1 of growing to `bytes`: allocate (zeroed) the local chunk that covers exactly
- * [current size, bytes) (the allocation itself is rounded up to SYMMPIN_POOL_CHUNK_ALIGN, so it
- * shares no pages with the program's memory; the next chunk starts at `bytes`, where a planner that
- * appends puts its next slot) and write this rank's export
- * record into export_rec (SYMMPIN_POOL_EXPORT_BYTES, any alignment). If the pool is already big
- * enough, writes an empty record. A reserve whose epoch failed stays reserved: reserving the same
- * size again re-exports it; another size sets it aside until destroy() (a peer may still map it)
- * and allocates a new chunk, so a failed epoch never blocks later growth (up to four set-aside
- * chunks; then SYMMPIN_ERR_UNSUPPORTED: the pool stops growing). */
+ * [current size, bytes) (the allocation itself is rounded up, so it shares no pages with anything
+ * else; the next chunk starts at `bytes`, where a planner that appends puts its next slot), offer
+ * it to peer processes, and write this rank's export record into export_rec
+ * (SYMMPIN_POOL_EXPORT_BYTES, any alignment). If the pool is already big enough, writes an empty
+ * record. A reserve whose epoch failed stays reserved: reserving the same size again re-exports
+ * it; another size releases it (a peer that mapped it keeps its own mapping until it settles) and
+ * allocates a new chunk, so a failed epoch never blocks later growth. SYMMPIN_ERR_UNSUPPORTED
+ * where the CUDA driver lacks the virtual memory API. */
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec);
 /* Step 2: map every peer's chunk from their export records (records[r] for rank r, records[rank]
  * is ignored; any alignment). After it, symmpin_pool_size() is the new size on this rank, but only
  * provisionally. SYMMPIN_ERR_DISAGREE if the records do not describe the same chunk as this rank's
- * reserve; SYMMPIN_ERR_UNSUPPORTED if a peer's device is not P2P-reachable. On error the pool
+ * reserve; SYMMPIN_ERR_UNSUPPORTED if a peer's device is not P2P-reachable; SYMMPIN_ERR_IO if a
+ * peer process does not hand over its chunk (fdpass.h: ended, or in another network namespace).
+ * Peers in other processes are asked for their chunks (fdpass.h), whose server threads answer at
+ * once: attach never waits for a peer to reach some step. On error the pool
  * keeps its old size. Attach can fail on one rank only: the caller agrees on the outcome (posts
  * it) before anyone uses the new chunk, and then settles. */
 symmpin_status symmpin_pool_attach(symmpin_pool *p, const void *const records[]);

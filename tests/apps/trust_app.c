@@ -29,6 +29,11 @@
  *                       all-reduces on it (past warm-up: redirected under symmpin), destroy it.
  *                       Open files and /dev/shm entries must not grow; the growth of device memory
  *                       is printed for the suite to compare with the run without symmpin.
+ *   --scenario busy     split a communicator, make 64 all-reduces on it, then keep another
+ *                       stream busy for a second (a host function that sleeps) and destroy the
+ *                       communicator: the time ncclCommDestroy takes is printed, for the suite to
+ *                       compare with NCCL alone (a destroy that synchronizes the device waits the
+ *                       whole second). Then the same with ncclCommAbort.
  *
  * Inputs are random 32-bit integers and floats holding small integers (exact sums in any order),
  * checked exactly against a CPU reference. Last line: "symmpin-trust: N passed, M failed". */
@@ -549,6 +554,39 @@ static void scenario_churn(rank_ctx *c) {
   expect(c, shm1 <= shm0, "no more /dev/shm boards");
 }
 
+static void CUDART_CB sleep_a_second(void *arg) {
+  (void)arg;
+  usleep(1000 * 1000);
+}
+
+/* How long ending a used communicator takes while another stream of the device is busy. */
+static double end_while_busy(rank_ctx *c, ncclComm_t world, bool abort) {
+  SYMMPIN_TEST_NCCL(ncclCommSplit(world, 0, c->rank, &c->comm, NULL));
+  uint64_t done = run_calls(c, 64, 0);
+  expect(c, done == 64, "64 calls on the split communicator");
+  SYMMPIN_TEST_CUDA(cudaDeviceSynchronize()); /* the calls are done: only the busy stream runs */
+  cudaStream_t busy;
+  SYMMPIN_TEST_CUDA(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+  SYMMPIN_TEST_CUDA(cudaLaunchHostFunc(busy, sleep_a_second, NULL));
+  double t0 = now_ms();
+  if (abort)
+    SYMMPIN_TEST_NCCL(ncclCommAbort(c->comm));
+  else
+    SYMMPIN_TEST_NCCL(ncclCommDestroy(c->comm));
+  double dt = now_ms() - t0;
+  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(busy));
+  SYMMPIN_TEST_CUDA(cudaStreamDestroy(busy));
+  c->comm = world;
+  return dt;
+}
+
+static void scenario_busy(rank_ctx *c) {
+  ncclComm_t world = c->comm;
+  double destroy_ms = end_while_busy(c, world, false);
+  double abort_ms = end_while_busy(c, world, true);
+  printf("BUSY rank=%d destroy_ms=%.0f abort_ms=%.0f\n", c->rank, destroy_ms, abort_ms);
+}
+
 static int child_main(void) {
   ncclUniqueId id;
   for (int i = 0; i < (int)sizeof(id.internal); i++)
@@ -614,6 +652,8 @@ static int child_main(void) {
     scenario_graphs(&c);
   } else if (!strcmp(sc, "churn")) {
     scenario_churn(&c);
+  } else if (!strcmp(sc, "busy")) {
+    scenario_busy(&c);
   } else {
     fprintf(stderr, PROG ": unknown scenario %s\n", sc);
     return 2;

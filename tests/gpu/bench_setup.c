@@ -168,12 +168,11 @@ void bench_teardown(bench *b) {
     SYMMPIN_TEST_CUDA(cudaFree(s->send));
     for (int v = 0; v < V_COUNT; v++)
       if (v != V_WIN) SYMMPIN_TEST_CUDA(cudaFree(s->out[v]));
-    if (s->pool) SYMMPIN_TEST_OK(symmpin_pool_unmap_peers(s->pool));
   }
-  bench_barrier(b, NULL); /* nobody maps a peer's pool any more: free them (docs/symmem.md) */
   for (int l = 0; l < b->nlocal; l++) {
     rank_st *s = &b->loc[l];
     SYMMPIN_TEST_CUDA(cudaSetDevice(s->device));
+    /* This rank's kernels are done (bench_sync_all); its peers hold their own mappings. */
     symmpin_pool_destroy(s->pool);
     s->pool = NULL;
     SYMMPIN_TEST_NCCL(ncclCommDestroy(s->comm));

@@ -81,12 +81,13 @@ typedef enum step {
   STEP_GROW,   /* symmpin_pool_grow to the next size; then check and fill own new chunk */
   STEP_VERIFY, /* post size (barrier: everyone filled); read: verify every rank's pool */
   STEP_NOGROW, /* symmpin_pool_grow to less than the size: empty records, nothing changes */
-  STEP_UNMAP,  /* unmap peers, post (barrier: nobody maps our chunks any more) */
+  STEP_FREE_FIRST, /* rank 0 frees its pool (it may even exit); read: the others still see its
+                      chunks, through their own mappings, as it left them */
   STEP_COUNT
 } step;
 
 static const step plan[] = {STEP_FACTS, STEP_GROW,   STEP_VERIFY, STEP_NOGROW,
-                            STEP_GROW,  STEP_VERIFY, STEP_UNMAP};
+                            STEP_GROW,  STEP_VERIFY, STEP_FREE_FIRST};
 #define PLAN_STEPS (sizeof(plan) / sizeof(plan[0]))
 
 /* Growth steps block in symmpin_pool_grow, which gets every rank of the calling thread at once;
@@ -116,14 +117,13 @@ static void step_post(rank_ctx *c, step s) {
     c->out_bytes = sizeof(size);
     break;
   }
-  case STEP_UNMAP: {
-    symmpin_status st = symmpin_pool_unmap_peers(c->pool);
-    check(c, st == SYMMPIN_OK, "unmap_peers: %s", symmpin_status_name(st));
-    check(c, symmpin_pool_addr(c->pool, (c->rank + 1) % c->nranks, 0) == NULL || c->nranks == 1,
-          "a peer's address after unmap_peers");
-    check(c, symmpin_pool_addr(c->pool, c->rank, 0) != NULL, "own address after unmap_peers");
+  case STEP_FREE_FIRST:
+    /* Its own kernels are done (the preload knows from its events); its peers are not asked. */
+    if (c->rank == 0 && cuda_ok(c, cudaDeviceSynchronize(), "cudaDeviceSynchronize")) {
+      symmpin_pool_destroy(c->pool);
+      c->pool = NULL;
+    }
     break;
-  }
   default: break;
   }
   c->round++;
@@ -154,6 +154,15 @@ static void verify_range(rank_ctx *c, int r, size_t from, size_t to, uint64_t *h
   if (cuda_ok(c, (cudaError_t)e, "check kernel on peer memory"))
     check(c, kbad == 0, "kernel loads of rank %d's [%zu, %zu): %llu words differ", r, from, to,
           kbad);
+}
+
+/* Every chunk of rank r's pool, through this rank's mapping of it. */
+static void verify_rank(rank_ctx *c, int r, uint64_t *host) {
+  size_t from = 0;
+  for (int i = 0; i < c->nchunks; i++) {
+    verify_range(c, r, from, c->chunk_end[i], host);
+    from = c->chunk_end[i];
+  }
 }
 
 static void step_read(rank_ctx *c, step s) {
@@ -202,16 +211,18 @@ static void step_read(rank_ctx *c, step s) {
       check(c, 0, "out of host memory");
       return;
     }
-    for (int r = 0; r < c->nranks; r++) {
-      from = 0;
-      for (int i = 0; i < c->nchunks; i++) {
-        verify_range(c, r, from, c->chunk_end[i], host);
-        from = c->chunk_end[i];
-      }
-    }
+    for (int r = 0; r < c->nranks; r++) verify_rank(c, r, host);
     free(host);
     break;
   }
+  case STEP_FREE_FIRST:
+    if (c->rank != 0) {
+      uint64_t *host = malloc(c->chunk_end[c->nchunks - 1]);
+      check(c, host != NULL, "out of host memory");
+      if (host) verify_rank(c, 0, host);
+      free(host);
+    }
+    break;
   default: break;
   }
 }
@@ -294,7 +305,8 @@ static int ctx_open(rank_ctx *c) {
   return st == SYMMPIN_OK ? 0 : -1;
 }
 
-/* After the last (unmap) barrier nobody maps our chunks: free them, agree on a verdict. */
+/* Free what is left (the pool needs no barrier: every rank holds its own mappings), agree on a
+ * verdict. */
 static void ctx_close(rank_ctx *c) {
   cudaSetDevice(c->device);
   symmpin_pool_destroy(c->pool);

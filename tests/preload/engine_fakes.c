@@ -2,6 +2,7 @@
 #include "engine_fakes.h"
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -78,9 +79,88 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned flags) 
   log_op((fake_op){.kind = FAKE_WAIT, .stream = s, .event = ev, .offset = -1});
   return cudaSuccess;
 }
+static _Atomic int events_pending;
+void fake_set_events_pending(int pending) { atomic_store(&events_pending, pending); }
+
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
   (void)ev;
-  return cudaSuccess; /* nothing runs: everything has completed */
+  /* Nothing runs: everything has completed, unless a test says the kernels are still running. */
+  return atomic_load(&events_pending) ? cudaErrorNotReady : cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+  (void)ev;
+  return cudaSuccess;
+}
+
+/* Captures: every stream a call is captured on is capturing its own graph (named by the stream);
+ * user objects retained by graphs run their destructors at fake_destroy_graphs. */
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+                                     unsigned long long *id, cudaGraph_t *graph,
+                                     const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+                                     size_t *ndeps) {
+  *status = cudaStreamCaptureStatusActive;
+  if (id) *id = (unsigned long long)(uintptr_t)stream;
+  if (graph) *graph = (cudaGraph_t)stream;
+  if (deps) *deps = NULL;
+  if (edges) *edges = NULL;
+  if (ndeps) *ndeps = 0;
+  return cudaSuccess;
+}
+
+typedef struct fake_user_object {
+  void *ptr;
+  cudaHostFn_t destroy;
+  int refs;
+} fake_user_object;
+#define FAKE_MAX_USER_OBJECTS 256
+static fake_user_object user_objects[FAKE_MAX_USER_OBJECTS];
+static int nuser_objects, graph_refs;
+static pthread_mutex_t user_objects_lock = PTHREAD_MUTEX_INITIALIZER;
+
+cudaError_t cudaUserObjectCreate(cudaUserObject_t *obj, void *ptr, cudaHostFn_t destroy,
+                                 unsigned int refs, unsigned int flags) {
+  (void)flags;
+  pthread_mutex_lock(&user_objects_lock);
+  cudaError_t e = cudaErrorMemoryAllocation;
+  if (nuser_objects < FAKE_MAX_USER_OBJECTS) {
+    user_objects[nuser_objects] = (fake_user_object){ptr, destroy, (int)refs};
+    *obj = (cudaUserObject_t)&user_objects[nuser_objects++];
+    e = cudaSuccess;
+  }
+  pthread_mutex_unlock(&user_objects_lock);
+  return e;
+}
+
+static void user_object_drop(fake_user_object *o, int n) {
+  o->refs -= n;
+  if (o->refs == 0) o->destroy(o->ptr);
+}
+
+cudaError_t cudaUserObjectRelease(cudaUserObject_t obj, unsigned int n) {
+  pthread_mutex_lock(&user_objects_lock);
+  user_object_drop((fake_user_object *)obj, (int)n);
+  pthread_mutex_unlock(&user_objects_lock);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t obj, unsigned int n,
+                                      unsigned int flags) {
+  (void)graph, (void)obj;
+  if (!(flags & cudaGraphUserObjectMove)) return cudaErrorInvalidValue; /* the engine moves its */
+  pthread_mutex_lock(&user_objects_lock);
+  graph_refs += (int)n;
+  pthread_mutex_unlock(&user_objects_lock);
+  return cudaSuccess;
+}
+
+int fake_destroy_graphs(void) {
+  pthread_mutex_lock(&user_objects_lock);
+  int n = graph_refs;
+  for (int i = 0; i < nuser_objects; i++)
+    if (user_objects[i].refs > 0) user_object_drop(&user_objects[i], user_objects[i].refs);
+  graph_refs = 0;
+  pthread_mutex_unlock(&user_objects_lock);
+  return n;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   uint64_t at_a, at_b;
@@ -118,6 +198,9 @@ static unsigned char *_Atomic rank_base[SYMMPIN_KERNEL_MAX_RANKS];
 
 #define FAKE_POOL_CAPACITY ((size_t)64 << 20)
 
+static _Atomic int pools_live;
+int fake_pools_live(void) { return atomic_load(&pools_live); }
+
 struct symmpin_pool {
   int rank, nranks, device;
   unsigned char *base[SYMMPIN_KERNEL_MAX_RANKS]; /* [rank] is this rank's own region */
@@ -130,27 +213,23 @@ typedef struct fake_export {
   uint64_t bytes;
 } fake_export;
 
-void symmpin_pool_set_allocator(const symmpin_device_allocator *a) { (void)a; }
 
 symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out) {
   symmpin_pool *p = calloc(1, sizeof *p);
   if (!p) return SYMMPIN_ERR_NOMEM;
   *p = (symmpin_pool){.rank = rank, .nranks = nranks, .device = device};
+  atomic_fetch_add(&pools_live, 1);
   *out = p;
   return SYMMPIN_OK;
 }
 
 void symmpin_pool_destroy(symmpin_pool *p) {
   if (!p) return;
+  atomic_fetch_sub(&pools_live, 1);
   free(p->base[p->rank]);
   free(p);
 }
 
-symmpin_status symmpin_pool_unmap_peers(symmpin_pool *p) {
-  for (int r = 0; r < p->nranks; r++)
-    if (r != p->rank) p->base[r] = NULL;
-  return SYMMPIN_OK;
-}
 
 symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_rec) {
   if (bytes > FAKE_POOL_CAPACITY) return SYMMPIN_ERR_UNSUPPORTED;

@@ -1,7 +1,8 @@
 /* FAKE for CPU tests: what preload/engine.c calls outside itself, in one process where threads play
  * the ranks (tests/preload/test_engine.c):
  *  - the CUDA runtime functions the engine uses: events and stream waits are logged per thread,
- *    nothing runs, every event has completed;
+ *    nothing runs, every event has completed (unless a test says otherwise); a stream that
+ *    captures captures a graph of its own, whose user objects a test can destroy;
  *  - symmem's pool: host memory, one region per rank, "exported" as its address (the ranks share
  *    the process, so a peer's region is mapped by using that address);
  *  - the kernels' launch (one call or a group): logged per thread with the slot's offset in the
@@ -38,5 +39,14 @@ void fake_fail_next_launch(void);
  * launch (single or group) was made on this thread between their records, else other_ms (NCCL's
  * call, which the fakes do not run). Default 0.001 ms both. */
 void fake_set_elapsed(float kernel_ms, float other_ms);
+
+/* cudaEventQuery reports every event as not completed yet (1), or completed (0, the default):
+ * kernels that are still running, or done. */
+void fake_set_events_pending(int pending);
+/* Pools created and not destroyed, in the process. */
+int fake_pools_live(void);
+/* Destroy every CUDA graph that captured a call: their user objects' destructors run. Returns the
+ * references the graphs held. */
+int fake_destroy_graphs(void);
 
 #endif

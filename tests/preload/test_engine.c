@@ -16,6 +16,8 @@
 #include "preload/choice.h"
 #include "preload/config.h"
 #include "preload/engine.h"
+#include "preload/errrec.h"
+#include "preload/retire.h"
 #include "engine_fakes.h"
 
 #define RANKS 2
@@ -60,6 +62,7 @@ typedef struct world {
   outcome out[RANKS][CALLS];
   _Atomic int progress[RANKS];
   float kernel_ms, other_ms; /* nonzero: the fake event times (fake_set_elapsed) */
+  bool abort_end; /* the ranks end with ncclCommAbort instead of ncclCommDestroy */
 } world;
 
 static world W;
@@ -182,7 +185,10 @@ static void *rank_main(void *arg) {
     atomic_store(&W.progress[rank], (int)i + 1);
   }
   pthread_mutex_lock(&c->lock);
-  symmpin_engine_comm_release(c);
+  if (W.abort_end)
+    symmpin_engine_comm_abandon(c);
+  else
+    symmpin_engine_comm_release(c);
   pthread_mutex_unlock(&c->lock);
   symmpin_comm_unregister(c);
   return NULL;
@@ -613,4 +619,62 @@ Test(engine, shapes_measured_faster_stay_on_symmpin) {
   for (size_t i = go; i < W.ncalls; i++)
     cr_assert_neq(W.out[0][i].reason, SYMMPIN_REASON_MEASURED, "call %zu", i + 1);
   cr_assert(W.out[0][last].taken && W.out[1][last].taken);
+}
+
+/* ---- the end of a communicator: its pool outlives it until its kernels are done ---- */
+
+/* Both ranks destroy the communicator while their last kernels still run (their events have not
+ * completed): nothing waits, and nothing is freed under the kernels; once the events complete,
+ * the next drain frees both pools, and both error records go back for reuse (the registry
+ * entries are gone too). */
+Test(engine, a_destroyed_communicators_pool_waits_for_its_kernels_without_waiting) {
+  world_init();
+  W.ncalls = 100;
+  fake_set_events_pending(1);
+  world_run(); /* ends with release and unregister on every rank */
+  cr_assert_lt(first_taken(), 100, "some calls were redirected");
+  cr_expect_eq(fake_pools_live(), RANKS, "a pool was freed while its kernels ran");
+  cr_expect_eq(symmpin_keep_pending(), RANKS);
+  symmpin_keep_drain();
+  cr_expect_eq(fake_pools_live(), RANKS, "freed at a drain before the kernels were done");
+  fake_set_events_pending(0);
+  symmpin_keep_drain();
+  cr_expect_eq(fake_pools_live(), 0, "the pools outlived their kernels");
+  cr_expect_eq(symmpin_keep_pending(), 0);
+  cr_expect_eq(symmpin_errrec_free_count(), RANKS, "the error records are reusable");
+}
+
+/* Calls captured into graphs: the graphs hold the pools after the communicator is gone (a graph
+ * may still be replayed), until CUDA destroys them. */
+Test(engine, captured_graphs_hold_the_pool_until_they_are_gone) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 150; i < 160; i++)
+      W.script[k][i] = (spec){.site = 0xD0, .count = 256, .stream = SG, .capturing = true,
+                              .capture_id = 77};
+  world_run();
+  cr_assert(W.out[0][150].taken && W.out[1][150].taken, "the captured calls were redirected");
+  cr_expect_eq(symmpin_keep_pending(), RANKS);
+  symmpin_keep_drain();
+  cr_expect_eq(fake_pools_live(), RANKS, "a pool was freed under a live graph");
+  cr_expect_eq(fake_destroy_graphs(), RANKS, "one graph reference per rank (per capture)");
+  symmpin_keep_drain();
+  cr_expect_eq(fake_pools_live(), 0);
+  cr_expect_eq(symmpin_keep_pending(), 0);
+}
+
+/* An abort while kernels run: the same hand-over, never a wait, and nothing kept for ever (before,
+ * an aborted communicator's pool and error record stayed until the process exited). */
+Test(engine, an_aborted_communicators_pool_is_freed_once_its_kernels_gave_up) {
+  world_init();
+  W.ncalls = 100;
+  W.abort_end = true;
+  fake_set_events_pending(1);
+  world_run();
+  cr_assert_lt(first_taken(), 100);
+  cr_expect_eq(fake_pools_live(), RANKS, "a pool was freed while its kernels were giving up");
+  fake_set_events_pending(0);
+  symmpin_keep_drain();
+  cr_expect_eq(fake_pools_live(), 0, "an aborted communicator's pool is kept");
+  cr_expect_eq(symmpin_errrec_free_count(), RANKS, "an aborted communicator's record is kept");
 }

@@ -1,0 +1,194 @@
+/* Keeps (retire.h): a communicator's pool and error record, freed when its kernels and graphs are
+ * done. One process-wide list of retired keeps under a lock that no CUDA call is made under (CUDA's
+ * user-object destructors only touch an atomic). */
+#include "preload/retire.h"
+
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+struct symmpin_keep {
+  symmpin_pool *pool;
+  int device;
+  symmpin_errrec *err;
+  _Atomic int graphs; /* graphs holding the keep (one user-object reference each) */
+  bool graph_refused_logged;
+  cudaEvent_t *events; /* taken over at retire */
+  int nevents;
+  symmpin_keep *next; /* on the retired list */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static symmpin_keep *retired; /* under lock */
+static int nretired;          /* under lock */
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- error records ---- */
+
+/* A record with two references: reused, or new (cudaHostAlloc; portable, since a record is
+ * reused by communicators on any device). */
+static symmpin_errrec *errrec_get(void) {
+  symmpin_errrec *r = symmpin_errrec_reuse();
+  if (r) return r;
+  r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  void *host = NULL, *dev = NULL;
+  if (cudaHostAlloc(&host, sizeof(symmpin_kernel_error),
+                    cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
+      cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) {
+    cudaGetLastError();
+    if (host) cudaFreeHost(host); /* a record no kernel has seen */
+    free(r);
+    return NULL;
+  }
+  r->host = host;
+  r->dev = dev;
+  memset((void *)r->host, 0, sizeof *r->host);
+  atomic_store(&r->refs, 2);
+  return r;
+}
+
+/* ---- keeps ---- */
+
+symmpin_keep *symmpin_keep_new(symmpin_pool *pool, int device, symmpin_errrec **err) {
+  symmpin_keep *k = calloc(1, sizeof *k);
+  if (!k) return NULL;
+  k->err = errrec_get();
+  if (!k->err) {
+    free(k);
+    return NULL;
+  }
+  k->pool = pool;
+  k->device = device;
+  *err = k->err;
+  return k;
+}
+
+/* A CUDA user object's destructor: runs on a CUDA thread once a graph holding the keep is gone
+ * and its launches are done. It must make no CUDA call; the next drain frees. */
+static void graph_gone(void *p) { atomic_fetch_sub(&((symmpin_keep *)p)->graphs, 1); }
+
+bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = NULL;
+  cudaUserObject_t obj = NULL;
+  bool ok = cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, NULL, &graph, NULL, NULL,
+                                     NULL) == cudaSuccess &&
+            status == cudaStreamCaptureStatusActive && graph;
+  if (ok) {
+    atomic_fetch_add(&k->graphs, 1);
+    if (cudaUserObjectCreate(&obj, k, graph_gone, 1, cudaUserObjectNoDestructorSync) !=
+        cudaSuccess) {
+      atomic_fetch_sub(&k->graphs, 1);
+      ok = false;
+    } else if (cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove) != cudaSuccess) {
+      cudaUserObjectRelease(obj, 1); /* its destructor gives the reference back */
+      ok = false;
+    }
+  }
+  if (!ok) {
+    cudaGetLastError();
+    if (!k->graph_refused_logged)
+      SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (cudaUserObject); "
+                   "its all-reduces go to NCCL");
+    k->graph_refused_logged = true;
+  }
+  return ok;
+}
+
+/* Whether everything the keep's kernels do is done. No wait: event queries only. */
+static bool keep_done(const symmpin_keep *k) {
+  if (atomic_load(&k->graphs) != 0) return false;
+  for (int i = 0; i < k->nevents; i++) {
+    cudaError_t q = cudaEventQuery(k->events[i]);
+    if (q == cudaErrorNotReady) return false;
+    if (q != cudaSuccess) cudaGetLastError(); /* a broken context: nothing runs any more */
+  }
+  return true;
+}
+
+static void keep_free(symmpin_keep *k) {
+  for (int i = 0; i < k->nevents; i++) cudaEventDestroy(k->events[i]);
+  cudaGetLastError();
+  free(k->events);
+  symmpin_pool_destroy(k->pool);
+  symmpin_errrec_put(k->err);
+  free(k);
+}
+
+void symmpin_keep_retire(symmpin_keep *k, void *const *events, int n) {
+  if (!k) return;
+  if (n > 0) {
+    k->events = malloc((size_t)n * sizeof *k->events);
+    if (k->events) {
+      memcpy(k->events, events, (size_t)n * sizeof *k->events);
+      k->nevents = n;
+    } else {
+      /* No memory to remember the events: wait for them here rather than free under kernels. */
+      for (int i = 0; i < n; i++) {
+        cudaEventSynchronize((cudaEvent_t)events[i]);
+        cudaEventDestroy((cudaEvent_t)events[i]);
+      }
+      cudaGetLastError();
+    }
+  }
+  pthread_mutex_lock(&lock);
+  k->next = retired;
+  retired = k;
+  nretired++;
+  pthread_mutex_unlock(&lock);
+  symmpin_keep_drain();
+}
+
+void symmpin_keep_drain(void) {
+  if (pthread_mutex_trylock(&drain_lock) != 0) return;
+  pthread_mutex_lock(&lock);
+  bool any = retired != NULL;
+  pthread_mutex_unlock(&lock);
+  if (!any) {
+    pthread_mutex_unlock(&drain_lock);
+    return;
+  }
+  /* Event queries are "unsafe" in another thread's global-mode capture: relaxed while draining. */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  int cur = -1;
+  cudaGetDevice(&cur);
+  /* Keeps are only added at the head while this runs: walk what is there now. */
+  pthread_mutex_lock(&lock);
+  symmpin_keep **link = &retired;
+  while (*link) {
+    symmpin_keep *k = *link;
+    pthread_mutex_unlock(&lock);
+    bool done = keep_done(k);
+    pthread_mutex_lock(&lock);
+    if (done) {
+      /* Only drain unlinks, and drain is single: k is still where it was unless a retire pushed
+       * in front of the head. */
+      link = &retired;
+      while (*link != k) link = &(*link)->next;
+      *link = k->next;
+      nretired--;
+      pthread_mutex_unlock(&lock);
+      keep_free(k);
+      pthread_mutex_lock(&lock);
+    } else {
+      link = &k->next;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  if (cur >= 0) cudaSetDevice(cur);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  pthread_mutex_unlock(&drain_lock);
+}
+
+int symmpin_keep_pending(void) {
+  pthread_mutex_lock(&lock);
+  int n = nretired;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
