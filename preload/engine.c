@@ -339,6 +339,8 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "this NCCL version is not supported (see the WARN line)");
   } else if (kernels_ok != SYMMPIN_OK) {
     engine_off(c, e, SYMMPIN_REASON_COMM, why);
+  } else if (symmpin_pool_device_check(c->device, why, sizeof why) != SYMMPIN_OK) {
+    engine_off(c, e, SYMMPIN_REASON_COMM, why);
   } else if (symmpin_pool_create(c->rank, c->nranks, c->device, &e->pool) != SYMMPIN_OK ||
              symmpin_agree_open(&p, &e->agree) != SYMMPIN_OK) { /* no CUDA call yet */
     engine_off(c, e, SYMMPIN_REASON_ERROR, "setup failed (see the warning above)");

@@ -86,10 +86,13 @@ typedef struct pool_driver {
                         unsigned long long);
   CUresult (*import_fd)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
   CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+  CUresult (*device_get)(CUdevice *, int);
+  CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice);
 } pool_driver;
 
 static pool_driver drv;
 static bool drv_ok;
+static const char *drv_missing; /* the first function the driver lacks */
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 static void drv_resolve(void) {
@@ -107,6 +110,8 @@ static void drv_resolve(void) {
       {"cuMemExportToShareableHandle", (void **)&drv.export_fd},
       {"cuMemImportFromShareableHandle", (void **)&drv.import_fd},
       {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
+      {"cuDeviceGet", (void **)&drv.device_get},
+      {"cuDeviceGetAttribute", (void **)&drv.device_attribute},
   };
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
@@ -115,7 +120,7 @@ static void drv_resolve(void) {
             cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !*want[i].fn) {
       (void)cudaGetLastError();
-      SYMMPIN_INFO("pool: the CUDA driver has no %s: no symmetric pools", want[i].name);
+      drv_missing = want[i].name; /* symmpin_pool_device_check says so, once per communicator */
       return;
     }
   }
@@ -685,6 +690,34 @@ bool symmpin_pool_contains(const symmpin_pool *p, const void *addr, size_t *offs
 }
 
 /* ---- eligibility ------------------------------------------------------------------------ */
+
+symmpin_status symmpin_pool_device_check(int device, char *why, size_t why_len) {
+  if (why && why_len) why[0] = '\0';
+  if (!drv_get()) {
+    if (why && why_len)
+      snprintf(why, why_len, "the CUDA driver has no %s (virtual memory API)",
+               drv_missing ? drv_missing : "virtual memory API");
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  CUdevice dev;
+  int vmm = 0, fd = 0;
+  if (drv.device_get(&dev, device) != CUDA_SUCCESS ||
+      drv.device_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) !=
+          CUDA_SUCCESS ||
+      drv.device_attribute(&fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                           dev) != CUDA_SUCCESS) {
+    if (why && why_len) snprintf(why, why_len, "device %d: its attributes cannot be read", device);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (!vmm || !fd) {
+    if (why && why_len)
+      snprintf(why, why_len, "device %d %s", device,
+               !vmm ? "has no virtual memory management"
+                    : "cannot export memory as file descriptors");
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  return SYMMPIN_OK;
+}
 
 bool symmpin_pool_p2p_ok(int device_a, int device_b) {
   if (device_a == device_b) return true;

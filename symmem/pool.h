@@ -74,6 +74,11 @@ bool symmpin_pool_fits(const symmpin_pool *p, size_t offset, size_t bytes);
 /* Whether addr lies in this rank's own pool; *offset receives its offset. */
 bool symmpin_pool_contains(const symmpin_pool *p, const void *addr, size_t *offset);
 
+/* Whether pools can live on CUDA device `device`: the driver has the virtual memory API and the
+ * device exports memory as POSIX file descriptors. SYMMPIN_ERR_UNSUPPORTED with the reason in why
+ * otherwise (an expected outcome: the caller logs it at INFO, and stays on NCCL). No side effect. */
+symmpin_status symmpin_pool_device_check(int device, char *why, size_t why_len);
+
 /* Whether device a can load/store device b's memory (P2P), or a == b. CUDA query, no side effect. */
 bool symmpin_pool_p2p_ok(int device_a, int device_b);
 

@@ -267,6 +267,22 @@ static CUresult fake_granularity(size_t *g, const CUmemAllocationProp *prop,
   return CUDA_SUCCESS;
 }
 
+static int fd_export_supported = 1; /* the device's POSIX-fd export attribute */
+
+static CUresult fake_device_get(CUdevice *dev, int ordinal) {
+  if (ordinal < 0 || ordinal >= 2) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_device_attribute(int *v, CUdevice_attribute a, CUdevice dev) {
+  (void)dev;
+  *v = a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED ? fd_export_supported
+       : a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED      ? 1
+                                                                           : 0;
+  return CUDA_SUCCESS;
+}
+
 cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
                                              unsigned long long flags,
                                              enum cudaDriverEntryPointQueryResult *status) {
@@ -285,6 +301,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
       {"cuMemExportToShareableHandle", (void *)fake_export},
       {"cuMemImportFromShareableHandle", (void *)fake_import},
       {"cuMemGetAllocationGranularity", (void *)fake_granularity},
+      {"cuDeviceGet", (void *)fake_device_get},
+      {"cuDeviceGetAttribute", (void *)fake_device_attribute},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
     if (!strcmp(table[i].name, symbol)) {
@@ -531,6 +549,17 @@ Test(pool_vmm, a_peer_process_hands_over_its_chunk_and_may_exit_first) {
   cr_expect_eq(child_chunk[999], 0x11);
   symmpin_pool_destroy(p);
   expect_nothing_left();
+}
+
+Test(pool_vmm, a_device_that_cannot_export_fds_is_unsupported_with_a_reason) {
+  char why[120];
+  cr_expect_eq(symmpin_pool_device_check(0, why, sizeof why), SYMMPIN_OK);
+  cr_expect_str_empty(why);
+  fd_export_supported = 0;
+  cr_expect_eq(symmpin_pool_device_check(1, why, sizeof why), SYMMPIN_ERR_UNSUPPORTED);
+  cr_expect(strstr(why, "device 1 cannot export memory as file descriptors") != NULL, "%s", why);
+  cr_expect_eq(symmpin_pool_device_check(7, why, sizeof why), SYMMPIN_ERR_UNSUPPORTED,
+               "a device the driver does not know");
 }
 
 /* ---- fdpass ------------------------------------------------------------------------------- */
