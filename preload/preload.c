@@ -222,6 +222,17 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
    * on every rank, so its calls go to NCCL. */
   bool registrable = comm && (call != SYMMPIN_COMM_SPLIT || (sp.valid && sp.parent_known));
   if (registrable) {
+    /* A handle NCCL gave out again while symmpin still holds its old communicator (whose end
+     * never reached symmpin): the old one's pool goes to its keep, freed once its kernels are
+     * done, before the new entry replaces it. */
+    symmpin_comm *stale = symmpin_comm_acquire(comm);
+    if (stale) {
+      pthread_mutex_lock(&stale->lock);
+      atomic_store(&stale->ended, 1);
+      symmpin_engine_comm_release(stale);
+      pthread_mutex_unlock(&stale->lock);
+      symmpin_comm_put(stale);
+    }
     symmpin_comm_key key = {key_hi, key_lo};
     c = symmpin_comm_register(comm, key, rank, nranks, device, blocking);
     if (c && stats_on) c->stats = symmpin_stats_comm_open(c->ordinal, rank, nranks, device);

@@ -415,6 +415,23 @@ Test(events, a_kernel_that_gave_up_is_an_error_the_program_sees) {
   cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), SYMMPIN_NCCL_REMOTE_ERROR);
 }
 
+/* A handle NCCL hands out again while symmpin still holds the old communicator (its end never
+ * reached symmpin): the old engine state is released (its pool to its keep) before the new entry
+ * replaces it. Before, the old pool was never released. */
+Test(events, a_reused_handle_releases_the_old_communicators_engine) {
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe9, 1, 2, 0, 2, 0, true, 0);
+  symmpin_comm *old = symmpin_comm_find((void *)0xe9);
+  cr_assert_not_null(old);
+  int ordinal = old->ordinal;
+  cr_assert_eq(stand_in_releases, 0);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe9, 3, 4, 1, 2, 0, true, 0);
+  cr_expect_eq(stand_in_releases, 1, "the old communicator's engine was not released");
+  symmpin_comm *c = symmpin_comm_find((void *)0xe9);
+  cr_assert_not_null(c);
+  cr_expect_neq(c->ordinal, ordinal, "the new communicator has an entry of its own");
+  cr_expect_eq(c->rank, 1);
+}
+
 Test(events, an_abort_is_not_reported_as_an_error) {
   symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe2, 5, 6, 0, 2, 0, true, 0);
   symmpin_comm *c = symmpin_comm_find((void *)0xe2);
