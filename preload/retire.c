@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "symmem/devscope.h"
 
 struct symmpin_keep {
   symmpin_pool *pool;
@@ -93,8 +94,8 @@ bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
   if (!ok) {
     cudaGetLastError();
     if (!k->graph_refused_logged)
-      SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (cudaUserObject); "
-                   "its all-reduces go to NCCL");
+      SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (cudaUserObject): "
+                   "the captured all-reduce fails (its peers run symmpin's kernel for it)");
     k->graph_refused_logged = true;
   }
   return ok;
@@ -144,45 +145,39 @@ void symmpin_keep_retire(symmpin_keep *k, void *const *events, int n) {
   symmpin_keep_drain();
 }
 
+/* Done and freed: true. Runs on the keep's device (the thread left as it was: devscope.h), so a
+ * drain on a thread without a device (the watch thread) creates no context anywhere else. */
+static bool keep_try_free(symmpin_keep *k) {
+  symmpin_devscope s;
+  bool gone = false;
+  bool entered = symmpin_devscope_enter(k->device, &s, &gone) == SYMMPIN_OK;
+  bool done = gone || keep_done(k); /* at exit nothing runs any more */
+  if (done) keep_free(k);
+  if (entered) symmpin_devscope_leave(&s);
+  return done;
+}
+
 void symmpin_keep_drain(void) {
   if (pthread_mutex_trylock(&drain_lock) != 0) return;
-  pthread_mutex_lock(&lock);
-  bool any = retired != NULL;
-  pthread_mutex_unlock(&lock);
-  if (!any) {
-    pthread_mutex_unlock(&drain_lock);
-    return;
-  }
-  /* Event queries are "unsafe" in another thread's global-mode capture: relaxed while draining. */
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  int cur = -1;
-  cudaGetDevice(&cur);
-  /* Keeps are only added at the head while this runs: walk what is there now. */
+  /* Keeps are only added at the head while this runs, and only the drain unlinks (it is single):
+   * walk what is there, unlinking under the lock, checking and freeing outside it. */
   pthread_mutex_lock(&lock);
   symmpin_keep **link = &retired;
   while (*link) {
     symmpin_keep *k = *link;
+    *link = k->next; /* out of the list while it is looked at */
+    nretired--;
     pthread_mutex_unlock(&lock);
-    bool done = keep_done(k);
+    bool freed = keep_try_free(k);
     pthread_mutex_lock(&lock);
-    if (done) {
-      /* Only drain unlinks, and drain is single: k is still where it was unless a retire pushed
-       * in front of the head. */
-      link = &retired;
-      while (*link != k) link = &(*link)->next;
-      *link = k->next;
-      nretired--;
-      pthread_mutex_unlock(&lock);
-      keep_free(k);
-      pthread_mutex_lock(&lock);
-    } else {
+    if (!freed) { /* back where it was (a retire may have pushed at the head meanwhile) */
+      k->next = *link;
+      *link = k;
+      nretired++;
       link = &k->next;
     }
   }
   pthread_mutex_unlock(&lock);
-  if (cur >= 0) cudaSetDevice(cur);
-  cudaThreadExchangeStreamCaptureMode(&mode);
   pthread_mutex_unlock(&drain_lock);
 }
 

@@ -34,7 +34,9 @@ symmpin_keep *symmpin_keep_new(symmpin_pool *pool, int device, symmpin_errrec **
 
 /* A graph being captured on `stream` holds the keep until the graph is gone. false (logged once
  * per keep) if CUDA refused: the caller must not capture the kernel then (the graph could outlive
- * the pool). */
+ * the pool). The engine treats that as a failed launch: the call fails (ncclUnhandledCudaError)
+ * and the communicator enters its error state, since the peers already route the call to
+ * symmpin's kernel and NCCL could not pair it. */
 bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream);
 
 /* The communicator is done with the keep: `events` (n cudaEvent_t, recorded after its latest

@@ -188,7 +188,6 @@ static symmpin_status server_start(void) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_t t;
   int rc = pthread_create(&t, &attr, serve, (void *)(intptr_t)s);
   pthread_attr_destroy(&attr);
@@ -270,9 +269,8 @@ symmpin_status symmpin_fdpass_with_local(uint64_t token,
 
 /* ---- fetch ---- */
 
-symmpin_status symmpin_fdpass_fetch(uint64_t peer_token, uint64_t token, unsigned timeout_ms,
-                                    int *fd) {
-  if (!fd) return SYMMPIN_ERR_INVALID;
+/* One try: SYMMPIN_ERR_INTERNAL when a signal interrupted it (the caller tries again). */
+static symmpin_status fetch_once(uint64_t peer_token, uint64_t token, unsigned timeout_ms, int *fd) {
   int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s < 0) return SYMMPIN_ERR_IO;
   set_io_timeout(s, timeout_ms ? timeout_ms : 1);
@@ -312,6 +310,21 @@ symmpin_status symmpin_fdpass_fetch(uint64_t peer_token, uint64_t token, unsigne
   }
   if (got >= 0) close(got);
 out:
+  /* Socket calls with a time limit are not restarted after a signal handler, even with
+   * SA_RESTART (and connect never is): a program's SIGCHLD must not fail the fetch. */
+  if (st == SYMMPIN_ERR_IO && errno == EINTR) st = SYMMPIN_ERR_INTERNAL;
   close(s);
   return st;
+}
+
+symmpin_status symmpin_fdpass_fetch(uint64_t peer_token, uint64_t token, unsigned timeout_ms,
+                                    int *fd) {
+  if (!fd) return SYMMPIN_ERR_INVALID;
+  symmpin_status st = SYMMPIN_ERR_IO;
+  for (int attempt = 0; attempt < 8; attempt++) {
+    errno = 0;
+    st = fetch_once(peer_token, token, timeout_ms, fd);
+    if (st != SYMMPIN_ERR_INTERNAL) return st;
+  }
+  return SYMMPIN_ERR_IO;
 }

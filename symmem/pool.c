@@ -19,6 +19,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,11 +28,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "symmem/devscope.h"
 #include "symmem/fdpass.h"
 
 #define POOL_RECORD_MAGIC 0x53504f32u /* "SPO2": pool record, layout 2 (VMM, fd offers) */
 #define POOL_MAX_DEVICES 64
-#define FETCH_TIMEOUT_MS 5000u /* a peer's fd server is a thread that answers at once */
+#define FETCH_TIMEOUT_MS 2000u /* a peer's fd server is a thread that answers at once */
 
 /* One rank's export record for one chunk; copied in and out with memcpy, since posts may sit at
  * any alignment inside a board blob. */
@@ -187,34 +189,25 @@ static int pool_uuid_to_device(const uint8_t uuid[16], int count, const uint8_t 
 
 /* ---- device scope ----------------------------------------------------------------------- */
 
-/* At process exit the runtime may already be unloading: nothing to do then, and nothing to log. */
-static bool pool_runtime_gone(cudaError_t e) {
-  return e == cudaErrorCudartUnloading || e == cudaErrorContextIsDestroyed;
+/* The pool's device current and capture mode relaxed, the thread restored after (devscope.h). */
+typedef symmpin_devscope pool_scope;
+
+static symmpin_status pool_scope_enter_gone(const symmpin_pool *p, pool_scope *s, bool *gone) {
+  bool g = false;
+  symmpin_status st = symmpin_devscope_enter(p->device, s, &g);
+  if (st != SYMMPIN_OK && !g)
+    SYMMPIN_WARN("pool of rank %d: cannot make device %d current", p->rank, p->device);
+  if (gone) *gone = g;
+  return st;
 }
 
-typedef struct pool_scope {
-  int prev_device;
-  enum cudaStreamCaptureMode prev_mode;
-} pool_scope;
-
 static symmpin_status pool_scope_enter(const symmpin_pool *p, pool_scope *s) {
-  cudaError_t e = cudaGetDevice(&s->prev_device);
-  if (e == cudaSuccess && s->prev_device != p->device) e = cudaSetDevice(p->device);
-  if (e != cudaSuccess) {
-    if (!pool_runtime_gone(e))
-      SYMMPIN_WARN("pool of rank %d: cannot make device %d current: %s", p->rank, p->device,
-                   cudaGetErrorString(e));
-    (void)cudaGetLastError();
-    return SYMMPIN_ERR_CUDA;
-  }
-  s->prev_mode = cudaStreamCaptureModeRelaxed;
-  (void)cudaThreadExchangeStreamCaptureMode(&s->prev_mode);
-  return SYMMPIN_OK;
+  return pool_scope_enter_gone(p, s, NULL);
 }
 
 static void pool_scope_leave(const symmpin_pool *p, pool_scope *s) {
-  (void)cudaThreadExchangeStreamCaptureMode(&s->prev_mode);
-  if (s->prev_device != p->device) (void)cudaSetDevice(s->prev_device);
+  (void)p;
+  symmpin_devscope_leave(s);
 }
 
 /* Logs a failed CUDA call where it happened (the caller's line) and clears the (non-sticky) error
@@ -332,19 +325,23 @@ void symmpin_pool_destroy(symmpin_pool *p) {
   if (!p) return;
   if ((p->nchunks > 0 || p->has_pending) && drv_get()) {
     pool_scope s;
-    if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
+    bool gone = false;
+    bool entered = pool_scope_enter_gone(p, &s, &gone) == SYMMPIN_OK;
+    if (entered || !gone) {
+      /* Without the device current (a broken context) the driver may still unmap: try, so
+       * nothing of a peer's stays mapped here. */
       for (int i = 0; i < p->nchunks; i++) {
         pool_chunk_unmap_peers(p, &p->chunks[i]);
         pool_chunk_release_own(p, &p->chunks[i]);
       }
       if (p->has_pending) pool_chunk_release_own(p, &p->pending);
-      pool_scope_leave(p, &s);
     } else {
       /* At process exit the runtime is already gone and takes every mapping with it; only the
        * offers are this module's. */
       for (int i = 0; i < p->nchunks; i++) symmpin_fdpass_withdraw(p->chunks[i].offer);
       if (p->has_pending) symmpin_fdpass_withdraw(p->pending.offer);
     }
+    if (entered) pool_scope_leave(p, &s);
   }
   for (int i = 0; i < p->nchunks; i++) pool_chunk_free_host(&p->chunks[i]);
   free(p->chunks);
@@ -411,6 +408,8 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
       !pool_drv_ok(p, drv.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
                    "cuMemExportToShareableHandle"))
     st = SYMMPIN_ERR_CUDA;
+  /* Not inherited by a program another thread execs: it would hold the chunk for its life. */
+  if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
   if (st == SYMMPIN_OK) st = symmpin_fdpass_offer(fd, c->handle, &c->offer);
   if (fd >= 0) close(fd); /* the offer holds its own duplicate */
   if (st != SYMMPIN_OK) pool_chunk_release_own(p, c);
@@ -638,10 +637,9 @@ void symmpin_pool_settle(symmpin_pool *p, bool agreed) {
    * them: the epoch did not agree), its own chunk stays reserved for a retry of the same size. */
   pool_chunk c = p->chunks[--p->nchunks];
   pool_scope s;
-  if (pool_scope_enter(p, &s) == SYMMPIN_OK) {
-    pool_chunk_unmap_peers(p, &c);
-    pool_scope_leave(p, &s);
-  }
+  bool entered = pool_scope_enter(p, &s) == SYMMPIN_OK;
+  pool_chunk_unmap_peers(p, &c); /* also without the device current: never leave them mapped */
+  if (entered) pool_scope_leave(p, &s);
   p->size -= c.bytes;
   pool_chunk_free_host(&c);
   p->pending = c;

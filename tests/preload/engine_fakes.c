@@ -79,6 +79,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned flags) 
   log_op((fake_op){.kind = FAKE_WAIT, .stream = s, .event = ev, .offset = -1});
   return cudaSuccess;
 }
+/* No driver entry points: device scopes (symmem/devscope.c) switch with cudaSetDevice alone. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
+                                             unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *status) {
+  (void)symbol, (void)version, (void)flags;
+  *fn = NULL;
+  *status = cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
+
 static _Atomic int events_pending;
 void fake_set_events_pending(int pending) { atomic_store(&events_pending, pending); }
 

@@ -637,6 +637,8 @@ Test(engine, a_destroyed_communicators_pool_waits_for_its_kernels_without_waitin
   cr_expect_eq(symmpin_keep_pending(), RANKS);
   symmpin_keep_drain();
   cr_expect_eq(fake_pools_live(), RANKS, "freed at a drain before the kernels were done");
+  cr_expect_eq(symmpin_errrec_free_count(), 0,
+               "an error record was put back for reuse while its kernels could still write it");
   fake_set_events_pending(0);
   symmpin_keep_drain();
   cr_expect_eq(fake_pools_live(), 0, "the pools outlived their kernels");
@@ -657,6 +659,7 @@ Test(engine, captured_graphs_hold_the_pool_until_they_are_gone) {
   cr_expect_eq(symmpin_keep_pending(), RANKS);
   symmpin_keep_drain();
   cr_expect_eq(fake_pools_live(), RANKS, "a pool was freed under a live graph");
+  cr_expect_eq(symmpin_errrec_free_count(), 0, "an error record was reused under a live graph");
   cr_expect_eq(fake_destroy_graphs(), RANKS, "one graph reference per rank (per capture)");
   symmpin_keep_drain();
   cr_expect_eq(fake_pools_live(), 0);
@@ -673,6 +676,8 @@ Test(engine, an_aborted_communicators_pool_is_freed_once_its_kernels_gave_up) {
   world_run();
   cr_assert_lt(first_taken(), 100);
   cr_expect_eq(fake_pools_live(), RANKS, "a pool was freed while its kernels were giving up");
+  cr_expect_eq(symmpin_errrec_free_count(), 0,
+               "an error record was put back for reuse while its kernels could still write it");
   fake_set_events_pending(0);
   symmpin_keep_drain();
   cr_expect_eq(fake_pools_live(), 0, "an aborted communicator's pool is kept");

@@ -61,10 +61,29 @@ cudaError_t cudaGetDevice(int *device) {
   return cudaSuccess;
 }
 
+/* Contexts as since CUDA 12: cudaSetDevice makes (creates, the first time) the device's primary
+ * context current; a thread starts with none. */
+static char primary_ctx[2];
+static int ctx_made[2];
+static __thread CUcontext cur_ctx;
+
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= 2) return fail(cudaErrorInvalidDevice);
   cur_device = device;
+  cur_ctx = (CUcontext)(void *)&primary_ctx[device];
+  ctx_made[device] = 1;
   return cudaSuccess;
+}
+
+static CUresult fake_ctx_get_current(CUcontext *ctx) {
+  *ctx = cur_ctx;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_ctx_set_current(CUcontext ctx) {
+  cur_ctx = ctx;
+  if (ctx) cur_device = (int)((char *)(void *)ctx - primary_ctx);
+  return CUDA_SUCCESS;
 }
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
@@ -302,6 +321,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
       {"cuMemImportFromShareableHandle", (void *)fake_import},
       {"cuMemGetAllocationGranularity", (void *)fake_granularity},
       {"cuDeviceGet", (void *)fake_device_get},
+      {"cuCtxGetCurrent", (void *)fake_ctx_get_current},
+      {"cuCtxSetCurrent", (void *)fake_ctx_set_current},
       {"cuDeviceGetAttribute", (void *)fake_device_attribute},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -560,6 +581,28 @@ Test(pool_vmm, a_device_that_cannot_export_fds_is_unsupported_with_a_reason) {
   cr_expect(strstr(why, "device 1 cannot export memory as file descriptors") != NULL, "%s", why);
   cr_expect_eq(symmpin_pool_device_check(7, why, sizeof why), SYMMPIN_ERR_UNSUPPORTED,
                "a device the driver does not know");
+}
+
+/* A thread with no device (symmpin's watch thread, which may free a pool): the pool's calls run on
+ * its device and leave the thread without a context, never creating one on device 0. A thread
+ * with another device current gets it back. */
+Test(pool_vmm, a_thread_is_left_with_the_context_it_had) {
+  cur_ctx = NULL;
+  symmpin_pool *p;
+  cr_assert_eq(symmpin_pool_create(0, 1, 1, &p), SYMMPIN_OK);
+  grow(&p, 1, 1000);
+  cr_expect_null(cur_ctx, "the thread was left with a context");
+  symmpin_pool_destroy(p);
+  cr_expect_null(cur_ctx, "the thread was left with a context");
+  cr_expect_eq(ctx_made[0], 0, "a context was created on device 0");
+  cr_expect_eq(ctx_made[1], 1);
+  cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+  cr_assert_eq(symmpin_pool_create(0, 1, 1, &p), SYMMPIN_OK);
+  grow(&p, 1, 1000);
+  symmpin_pool_destroy(p);
+  cr_expect_eq(cur_ctx, (CUcontext)(void *)&primary_ctx[0], "device 0 is no longer current");
+  cr_expect_eq(cur_device, 0);
+  expect_nothing_left();
 }
 
 /* ---- fdpass ------------------------------------------------------------------------------- */
