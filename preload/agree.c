@@ -522,19 +522,16 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
 }
 
 symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_agree_call *call,
-                                        const symmpin_plan_site **slot, int *home_stream) {
+                                        const symmpin_plan_site **slot) {
   *slot = NULL;
-  *home_stream = -1;
   if (!a->plan) return SYMMPIN_PLAN_UNPLANNED;
   const symmpin_plan_site *s = NULL;
   symmpin_plan_reason r = symmpin_plan_route(
       a->plan, symmpin_agree_key(call), call->count, call->dtype, call->op,
       sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks), &s);
   if (r == SYMMPIN_PLAN_STREAM_OFF_PLAN) {
-    /* Pinned, on another stream: still redirected (the peers may call it on the home stream),
-     * spliced into the home stream's order by the caller. The sharing class is stream x kernel
-     * slot class (sharing_class), and the entry has the call's shape, so its slot class. */
-    *home_stream = s->stream_ord / SYMMPIN_KERNEL_SLOT_CLASSES;
+    /* Pinned, on another stream: still redirected (the peers may call it on the home stream);
+     * the caller orders it after the slot's latest kernel on any stream. */
     r = SYMMPIN_PLAN_PINNED;
   }
   if (r == SYMMPIN_PLAN_PINNED) *slot = s;
@@ -583,12 +580,17 @@ void symmpin_agree_route_log(symmpin_agree *a, uint64_t n, const symmpin_agree_c
       return;
     }
     a->first_logged = n;
+    /* The first block is hashed from here: every rank's log begins at the same call (the first
+     * plan's GO), so the partial block is the same calls on every rank. */
+    a->blk_hash = 0x626c6f636bull; /* "block" */
+    a->blk_whole = true;
+    a->logged = n - 1;
   }
   uint64_t sig = route_sig(call, slot);
   a->history[n % ROUTE_HISTORY] = sig;
   symmpin_board_route_put(a->board, n, sig, call->site);
-  /* The block's hash, put once every call of the block is logged (blocks where logging began,
-   * or a call was not logged, have none, on this rank as on its peers). */
+  /* The block's hash, put once every call of the block is logged from the first logged call on
+   * (a block where a call was not logged has none, on this rank as on its peers). */
   const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
   if ((n - 1) % B == 0) {
     a->blk_hash = 0x626c6f636bull; /* "block" */
@@ -641,9 +643,10 @@ static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
   uint64_t mine = 0, theirs = 0;
   if (!symmpin_board_route_block_get(a->board, a->p.rank, block, &mine) ||
       !symmpin_board_route_block_get(a->board, r, block, &theirs) || mine == theirs)
-    return false; /* not whole on one side (logging began in it), gone, or alike */
+    return false; /* not whole on one side (a call not logged), gone, or alike */
   const uint64_t B = SYMMPIN_BOARD_ROUTE_BLOCK_CALLS;
   uint64_t first = block * B + 1;
+  if (first < a->first_logged) first = a->first_logged; /* the first block: from the first logged */
   char what[200];
   snprintf(what, sizeof what, "an all-reduce among calls %llu to %llu differently (rank %d's "
            "route log of these calls differs from this rank's; the calls themselves have left the "

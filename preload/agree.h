@@ -126,12 +126,11 @@ symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a);
 
 /* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not. The
  * key and sharing class are the ones the record used (planner/record.h, kernels' slot classes).
- * The stream a call is made on never changes the decision (docs/design.md "Routing"): for a
- * pinned site called on a stream other than its home, *home_stream is the home's stream ordinal
- * (the caller orders the call after the home stream's work and the home stream's later work after
- * it); otherwise -1. */
+ * The stream a call is made on never changes the decision (docs/design.md "Routing"): a pinned
+ * site called on a stream other than its home is still PINNED, and the caller orders kernels on
+ * the slot across streams (the engine's per-slot events). */
 symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_agree_call *call,
-                                        const symmpin_plan_site **slot, int *home_stream);
+                                        const symmpin_plan_site **slot);
 
 /* ---- the route check (docs/design.md "Routing") ----
  * From the first plan on, every rank logs how it routed each all-reduce on the board (no wait)

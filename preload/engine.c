@@ -863,8 +863,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     *reason = capture_route(c, e, plan, ec, &arena_slot);
     slot = &arena_slot;
   } else {
-    int home = -1;
-    *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot, &home));
+    *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot));
   }
   /* The choice by measurement: some of a newly pinned shape's eager calls go to NCCL to be
    * timed there (the same calls on every rank: choice.h). */
