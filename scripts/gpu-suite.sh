@@ -32,7 +32,9 @@ step() { # step NAME CMD...: run, log, record PASS/FAIL
   wait "$pid"
   local rc=$?
   set +m
+  # 77: the step cannot run here (e.g. it needs 2 GPUs): SKIP, neither passed nor failed.
   local verdict=PASS; [ $rc -eq 0 ] || verdict="FAIL(rc=$rc)"
+  [ $rc -ne 77 ] || { verdict="SKIP($(tail -n 1 "$log"))"; rc=0; }
   results+=("STEP $name: $verdict ($((SECONDS - t0)) s) $(grep -E 'passed|failed' "$log" | tail -n1)")
   echo "${results[-1]}"
   [ $rc -eq 0 ] || tail -n 15 "$log" | sed 's/^/    | /'
@@ -77,7 +79,7 @@ s_app() {
   done
 }
 s_app_diverge() {
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   compare_runs app-diverge '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --diverge
 }
 s_two_streams() { # break the warm-up's stream pattern: exact results (calls off their site's
@@ -88,18 +90,18 @@ s_two_streams() { # break the warm-up's stream pattern: exact results (calls off
   echo "calls sent to NCCL for their stream: $n"
 }
 s_straggler() { # a peer ${STRAGGLE_MS:-60000} ms late: the right result, as NCCL gives
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   compare_runs app-straggler '^RESULT|symmpin-app:' "$B/tests/apps/symmpin-app" --mode procs --straggle "${STRAGGLE_MS:-60000}"
 }
 TRUST=$B/tests/apps/symmpin-trust
 s_trust_side() { # rank 1 makes one all-reduce on a new stream after warm-up: right results, no error
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   compare_runs trust-side '^SIDE|^RESULT|symmpin-trust:' "$TRUST" --scenario side || return 1
   grep -h "redirected\|spliced" "$OUT"/logs/trust-side.symmpin.out | head -n 4
 }
 s_trust_sites() { # rank 1 reaches calls from other sites after warm-up: right results, no error,
   # and every rank redirects the same number of calls (routing by shape, not by site)
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   compare_runs trust-sites '^SITES|symmpin-trust:' "$TRUST" --scenario sites || return 1
   "$PY" - "$OUT"/logs/trust-sites.stats.*.json <<'EOF'
 import json, sys
@@ -132,7 +134,7 @@ sys.exit(0 if captured and all(r == 7 and n == 0 for r, n in captured.values()) 
 EOF
 }
 s_trust_fault() { # injected faults: an error on every rank within a second, never a silent result
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   "$TRUST" --scenario fault >"$OUT/logs/trust-fault.nccl.out" 2>&1 || { echo "clean run without symmpin failed"; return 1; }
   grep -E "^FAULT|symmpin-trust:" "$OUT/logs/trust-fault.nccl.out"
   SYMMPIN_STATS=1 with_preload "$TRUST" --scenario fault >"$OUT/logs/trust-fault.clean.out" 2>&1 || { echo "clean run with symmpin failed"; return 1; }
@@ -149,7 +151,7 @@ s_trust_fault() { # injected faults: an error on every rank within a second, nev
   return $rc
 }
 s_trust_abort() { # ncclCommAbort with an all-reduce in flight returns at once, with and without symmpin
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   timeout -s KILL 60 "$TRUST" --scenario abort >"$OUT/logs/trust-abort.nccl.out" 2>&1 || { echo "without symmpin failed"; tail "$OUT/logs/trust-abort.nccl.out"; return 1; }
   echo "without symmpin:"; grep -E "^ABORT|symmpin-trust:" "$OUT/logs/trust-abort.nccl.out"
   timeout -s KILL 60 bash -c 'LD_PRELOAD=$0 "$@"' "$LIB" "$TRUST" --scenario abort >"$OUT/logs/trust-abort.symmpin.out" 2>&1 || { echo "with symmpin failed"; tail "$OUT/logs/trust-abort.symmpin.out"; return 1; }
@@ -212,7 +214,7 @@ PY
 }
 s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
   # a silent result: the app stops on the NCCL error, and the log names the site and the peer
-  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 0; }
+  [ "$NGPU" -ge 2 ] || { echo "needs 2 GPUs"; return 77; }
   local log="$OUT/logs/app-deadline.out"
   # A rank that stopped on the error leaves its peer in NCCL (as NCCL alone would): bounded here.
   SYMMPIN_KERNEL_TIMEOUT_MS=2000 timeout -s KILL 60 bash -c 'LD_PRELOAD=$0 "$@"' "$LIB" \
@@ -295,5 +297,6 @@ echo "==== summary ($NGPU GPUs)"
 printf '%s\n' "${results[@]}"
 pass=$(printf '%s\n' "${results[@]}" | grep -c ': PASS' || true)
 fail=$(printf '%s\n' "${results[@]}" | grep -c ': FAIL' || true)
-echo "gpu-suite: $pass passed, $fail failed"
+skipped=$(printf '%s\n' "${results[@]}" | grep -c ': SKIP' || true)
+echo "gpu-suite: $pass passed, $fail failed, $skipped skipped"
 [ "$fail" -eq 0 ]
