@@ -507,9 +507,10 @@ void symmpin_engine_comm_report_failure(symmpin_comm *c) {
 }
 
 /* Read the board's alarm and compare route logs (the async-error query's share of the check). */
+void symmpin_engine_drain(void) { symmpin_keep_drain(); }
+
 void symmpin_engine_comm_poll(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
-  symmpin_keep_drain();
   if (e) report_kernel_timeout(c, e); /* a kernel of this rank gave up: tell the peers too */
   symmpin_alarm al;
   if (e && e->agree && symmpin_agree_route_check(e->agree, ROUTE_CHECK_BUDGET_QUERY, &al))

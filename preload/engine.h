@@ -56,7 +56,11 @@ void symmpin_engine_comm_poll(symmpin_comm *c);
 /* The communicator ends (destroy/abort/finalize) or the process exits: release its state. */
 void symmpin_engine_comm_release(symmpin_comm *c);
 /* ncclCommAbort: drop the state without waiting for peers or the device (the kernels may be the
- * stuck ones the program is aborting); device memory is left to process exit. */
+ * stuck ones the program is aborting); device memory goes once they have given up
+ * (preload/retire.h). */
 void symmpin_engine_comm_abandon(symmpin_comm *c);
+/* Free what ended communicators left to their kernels, where those are done (never waits).
+ * The watch thread calls it every tick, also when no communicator is left. */
+void symmpin_engine_drain(void);
 
 #endif

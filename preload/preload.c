@@ -223,13 +223,17 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
   bool registrable = comm && (call != SYMMPIN_COMM_SPLIT || (sp.valid && sp.parent_known));
   if (registrable) {
     /* A handle NCCL gave out again while symmpin still holds its old communicator (whose end
-     * never reached symmpin): the old one's pool goes to its keep, freed once its kernels are
-     * done, before the new entry replaces it. */
+     * never reached symmpin, so it is gone): its kernels are told to give up, as at an abort
+     * (they may wait for peers that are gone too), and its pool goes to its keep, freed once
+     * they have, before the new entry replaces it. */
     symmpin_comm *stale = symmpin_comm_acquire(comm);
     if (stale) {
+      atomic_store(&stale->aborting, 1);
+      volatile uint32_t *kernels = atomic_load(&stale->kernel_abort);
+      if (kernels) *kernels = 1;
       pthread_mutex_lock(&stale->lock);
       atomic_store(&stale->ended, 1);
-      symmpin_engine_comm_release(stale);
+      symmpin_engine_comm_abandon(stale);
       pthread_mutex_unlock(&stale->lock);
       symmpin_comm_put(stale);
     }

@@ -151,9 +151,13 @@ static bool keep_try_free(symmpin_keep *k) {
   symmpin_devscope s;
   bool gone = false;
   bool entered = symmpin_devscope_enter(k->device, &s, &gone) == SYMMPIN_OK;
-  bool done = gone || keep_done(k); /* at exit nothing runs any more */
+  /* At exit nothing runs any more; otherwise the events decide (they need no current device). */
+  bool done = gone || keep_done(k);
   if (done) keep_free(k);
-  if (entered) symmpin_devscope_leave(&s);
+  if (entered)
+    symmpin_devscope_leave(&s);
+  else
+    symmpin_devscope_abandon(&s);
   return done;
 }
 

@@ -13,8 +13,8 @@
  * mappings hold the memory a peer's kernel may still use (symmem/pool.h).
  *
  * Freeing happens in symmpin_keep_drain(), which the engine calls where CUDA calls are allowed
- * (communicator setup and teardown, the async-error query); a keep that is not done then waits
- * for the next drain, or for process exit.
+ * (communicator setup and teardown, the async-error query, the watch thread's every tick); a keep
+ * that is not done then waits for the next drain, or for process exit.
  *
  * The error record has a second owner: the communicator's registry entry (errrec.h). */
 #ifndef SYMMPIN_PRELOAD_RETIRE_H

@@ -54,6 +54,9 @@ static void check_all(held *h) {
     }
     symmpin_comm_put(c);
   }
+  /* Pools of ended communicators whose kernels were still running at the end (never waits): also
+   * when no communicator is left, so the last one's pool does not stay until exit. */
+  symmpin_engine_drain();
 }
 
 static void *watch_main(void *arg) {

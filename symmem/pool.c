@@ -195,6 +195,7 @@ typedef symmpin_devscope pool_scope;
 static symmpin_status pool_scope_enter_gone(const symmpin_pool *p, pool_scope *s, bool *gone) {
   bool g = false;
   symmpin_status st = symmpin_devscope_enter(p->device, s, &g);
+  if (st != SYMMPIN_OK) symmpin_devscope_abandon(s);
   if (st != SYMMPIN_OK && !g)
     SYMMPIN_WARN("pool of rank %d: cannot make device %d current", p->rank, p->device);
   if (gone) *gone = g;

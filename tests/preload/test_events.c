@@ -526,6 +526,22 @@ Test(events, the_watch_polls_every_communicator_without_any_call) {
   cr_assert_eq(stand_in_polls, after, "the watch stopped with the preload");
 }
 
+/* The watch frees what ended communicators left to their kernels, also once none is left (the
+ * last communicator's pool must not stay until exit). */
+Test(events, the_watch_drains_ended_communicators_when_none_is_left) {
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.watch_ms = 10;
+  symmpin_preload_test_init(&cfg);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xc9, 45, 47, 0, 2, 0, true, 0);
+  symmpin_event_comm_end(SYMMPIN_COMM_DESTROY, (void *)0xc9);
+  symmpin_event_comm_end_result(SYMMPIN_COMM_DESTROY, (void *)0xc9, 0);
+  cr_assert_null(symmpin_comm_find((void *)0xc9), "the communicator is gone");
+  stand_in_drains = 0;
+  for (int i = 0; i < 200 && stand_in_drains < 3; i++) usleep(10000);
+  cr_assert_geq(stand_in_drains, 3, "drains in 2 s with no communicator left: %d", stand_in_drains);
+  symmpin_preload_exit();
+}
+
 /* ncclGroupSimulateEnd runs nothing of the group: the held calls are dropped, never launched, and
  * the thread leaves the group (a later group launches its own at its end). */
 Test(events, a_simulated_group_end_drops_the_held_calls) {
