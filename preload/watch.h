@@ -4,8 +4,10 @@
  * ncclCommGetAsyncError; a rank blocked in a stream synchronization behind it, in a program that
  * polls nothing, would wait for ever. The watch puts such a communicator in its error state, whose
  * abort word makes the waiting kernels give up, so the program's synchronization returns and its
- * next NCCL call reports the error. CUDA-free: the check reads host memory only. Never waits for
- * a communicator's lock (a thread inside an all-reduce does the same check itself). */
+ * next NCCL call reports the error. The check reads host memory only; each tick also frees what
+ * ended communicators left to their kernels (symmpin_engine_drain: event queries on the pool's
+ * device, never a wait; nothing at all when nothing is left). Never waits for a communicator's
+ * lock (a thread inside an all-reduce does the same check itself). */
 #ifndef SYMMPIN_PRELOAD_WATCH_H
 #define SYMMPIN_PRELOAD_WATCH_H
 
