@@ -15,12 +15,17 @@
 #include <cuda.h>
 #include <fcntl.h>
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -678,6 +683,94 @@ Test(fdpass, a_forked_child_is_a_process_of_its_own) {
   cr_expect_eq(r[1], 'y', "the child holds none of the parent's offers");
   cr_expect_eq(r[2], 'y', "the parent still serves its offers after the fork");
   cr_expect_eq(symmpin_fdpass_offers(), 1, "the parent's offer is untouched");
+  symmpin_fdpass_withdraw(token);
+  close(fd);
+}
+
+/* The socket's name of this process, as fdpass.c makes it (an attacker can read the names of
+ * abstract sockets in /proc/net/unix; it cannot read the tokens, which live in the 0600 board). */
+static socklen_t server_address(struct sockaddr_un *a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "symmpin-fd-%u-%016llx",
+                   (unsigned)geteuid(), (unsigned long long)symmpin_fdpass_process_token());
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* A client that connects and then says nothing holds the server for at most its 200 ms limit:
+ * a real fetch right behind it is still answered. */
+Test(fdpass, a_silent_client_does_not_stop_the_server) {
+  int fd = memfd_create("offered", MFD_CLOEXEC);
+  uint64_t token = 0;
+  cr_assert_eq(symmpin_fdpass_offer(fd, 1, &token), SYMMPIN_OK);
+  int silent[4];
+  struct sockaddr_un a;
+  socklen_t alen = server_address(&a);
+  for (int i = 0; i < 4; i++) {
+    silent[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    cr_assert_eq(connect(silent[i], (struct sockaddr *)&a, alen), 0, "connect: %s",
+                 strerror(errno));
+  }
+  int got = -1;
+  cr_expect_eq(symmpin_fdpass_fetch(symmpin_fdpass_process_token(), token, 2000, &got),
+               SYMMPIN_OK, "a fetch behind four silent clients");
+  if (got >= 0) close(got);
+  for (int i = 0; i < 4; i++) close(silent[i]);
+  symmpin_fdpass_withdraw(token);
+  close(fd);
+}
+
+/* Another user of the host (a child that drops to uid 65534; only when run as root): its fetch is
+ * refused even with the right token -- it gets no file descriptor -- and its offers are not
+ * reachable by us either (its server is not of our euid). */
+Test(fdpass, another_user_gets_nothing) {
+  if (geteuid() != 0) {
+    cr_skip_test("needs root to become another user");
+    return;
+  }
+  int fd = memfd_create("offered", MFD_CLOEXEC);
+  uint64_t token = 0;
+  cr_assert_eq(symmpin_fdpass_offer(fd, 1, &token), SYMMPIN_OK);
+  uint64_t parent = symmpin_fdpass_process_token();
+  int pipefd[2];
+  cr_assert_eq(pipe(pipefd), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    /* fdpass's own client refuses a server of another user; an attacker writes its own client:
+     * the request as fdpass.c's wire format has it (magic "SFD1", pad, token). */
+    int got = -1;
+    bool refused = symmpin_fdpass_fetch(parent, token, 1000, &got) != SYMMPIN_OK && got < 0;
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "symmpin-fd-0-%016llx",
+                     (unsigned long long)parent);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    struct { uint32_t magic, pad; uint64_t token; } rq = {0x53464431u, 0, token};
+    char reply[64];
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
+    struct iovec iov = {.iov_base = reply, .iov_len = sizeof reply};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                       .msg_controllen = sizeof ctl.buf};
+    bool connected = connect(s, (struct sockaddr *)&a, alen) == 0;
+    if (connected && send(s, &rq, sizeof rq, MSG_NOSIGNAL) == (ssize_t)sizeof rq &&
+        recvmsg(s, &m, 0) > 0 && m.msg_controllen > 0)
+      refused = false; /* something came with a file descriptor */
+    char r = !connected ? 'c' : refused ? 'y' : 'n';
+    _exit(write(pipefd[1], &r, 1) == 1 ? 0 : 1);
+  }
+  char r = 0;
+  cr_assert_eq(read(pipefd[0], &r, 1), 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+  cr_expect_eq(r, 'y', "another user fetched an offered fd (%c)", r);
+  int got = -1;
+  cr_expect_eq(symmpin_fdpass_fetch(parent, token, 1000, &got), SYMMPIN_OK,
+               "the server still answers its own user");
+  if (got >= 0) close(got);
   symmpin_fdpass_withdraw(token);
   close(fd);
 }
