@@ -1,6 +1,6 @@
 /* The board: a small POSIX shared-memory area per communicator where the ranks of that
  * communicator on this host post what they need to agree on (eligibility facts, warm-up records,
- * plan digests, CUDA IPC handles) and read each other's posts.
+ * plan digests, the pools' chunk records) and read each other's posts.
  *
  * Why shared memory and not NCCL: symmpin must never add collectives to the program's communicator
  * (it would change the order of its collectives), and why posts and not blocking exchanges: one

@@ -96,8 +96,8 @@ symmpin_status symmpin_pool_facts_get(int device, symmpin_pool_facts *out);
 /* Whether a pool can span these ranks' devices (facts[r] for rank r): every pair of devices must
  * be the same GPU or P2P-capable (both ways). The caller knows all ranks are on one host (they all
  * posted on one board). Pairs involving a GPU this process cannot see (per-process
- * CUDA_VISIBLE_DEVICES) cannot be queried here and are left to attach(), where CUDA IPC with
- * lazy peer access either maps them or fails. Returns SYMMPIN_OK or SYMMPIN_ERR_UNSUPPORTED
+ * CUDA_VISIBLE_DEVICES) cannot be queried here and are left to attach(), where granting this
+ * device access to the mapping either works or fails. Returns SYMMPIN_OK or SYMMPIN_ERR_UNSUPPORTED
  * (with the reason in why, if why_len > 0) and logs nothing: this is an expected outcome, which
  * the caller logs at INFO. Same answer on every rank that sees the same GPUs. */
 symmpin_status symmpin_pool_check_peers(const symmpin_pool_facts *facts, int nranks, char *why,

@@ -1,5 +1,5 @@
 /* GPU test of symmetric pools (symmem/pool.h) agreed over a board (symmem/board.h), with ranks as
- * processes (--procs N: spawned copies of this program, CUDA IPC), as threads of one process
+ * processes (--procs N: spawned copies of this program, chunks passed as file descriptors), as threads of one process
  * (--threads N) or all driven by one thread (--single N: post-then-read, never blocking on itself).
  * Rank r runs on GPU r % ngpus, so one GPU works (IPC on one device, shared pointers in-process)
  * and 2+ GPUs exercise P2P.
@@ -552,7 +552,7 @@ static void usage(void) {
       "usage: " PROG " --procs N | --threads N | --single N   (1 <= N <= %d)\n"
       "GPU test of symmetric pools (symmem/pool.h, grown with symmem/grow.h) over a board, with\n"
       "N ranks on GPU r %% ngpus (one GPU works). Prints '" PROG ": P passed, F failed'.\n"
-      "  --procs N       ranks as N processes (spawned copies of this program, CUDA IPC)\n"
+      "  --procs N       ranks as N processes (spawned copies of this program, fds)\n"
       "  --threads N     ranks as N threads of this process\n"
       "  --single N      one thread drives all N ranks (post, then read: never blocks on itself)\n"
       "  -h, --help      this text\n"

@@ -3,7 +3,7 @@
  *
  * FAKE: the GPU side (symmpin_agree_ops) is a stand-in that "reserves" and "attaches" by checking
  * the export records the ranks post; it can be told to fail on one rank. The real operations
- * (CUDA IPC pools) are proven on the GPU by tests/gpu/test_pool and the GPU suite.
+ * (VMM pools, file descriptors between processes) are proven on the GPU by tests/gpu/test_pool and the GPU suite.
  *
  * What each test guards:
  *  - go: every rank adopts the same plan (digest) at the same call, for 2, 3 and 4 ranks;

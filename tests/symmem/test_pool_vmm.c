@@ -389,6 +389,12 @@ static void expect_nothing_left(void) {
   cr_expect_eq(n_device_sync, 0, "the pool synchronized the device %d time(s)", n_device_sync);
 }
 
+/* Both ranks destroy their pools: nothing may be left. */
+static void end_pools(symmpin_pool *pools[2]) {
+  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
+  expect_nothing_left();
+}
+
 /* ---- pools ----------------------------------------------------------------------------------- */
 
 Test(pool_vmm, every_rank_maps_every_chunk_itself) {
@@ -413,8 +419,7 @@ Test(pool_vmm, every_rank_maps_every_chunk_itself) {
   cr_expect_eq(symmpin_pool_size(pools[1]), 3 * MIB);
   cr_expect(symmpin_pool_fits(pools[0], 1000, 3 * MIB - 1000));
   cr_expect_not(symmpin_pool_fits(pools[0], 999, 2), "a slot never straddles two chunks");
-  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
-  expect_nothing_left();
+  end_pools(pools);
 }
 
 Test(pool_vmm, a_rank_frees_its_pool_while_its_peer_still_uses_it) {
@@ -446,8 +451,7 @@ Test(pool_vmm, a_failed_epoch_goes_back_to_the_old_size_and_reuses_its_chunk) {
   grow(pools, 2, 3 * MIB);
   cr_expect_eq(n_create, 4, "the retry of the same size reuses the reserved chunks");
   cr_expect_eq(symmpin_pool_size(pools[0]), 3 * MIB);
-  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
-  expect_nothing_left();
+  end_pools(pools);
 }
 
 Test(pool_vmm, a_failed_epoch_never_blocks_a_grow_of_another_size) {
@@ -457,8 +461,7 @@ Test(pool_vmm, a_failed_epoch_never_blocks_a_grow_of_another_size) {
   cr_expect_eq(live_phys, 2, "each failed size's chunk was released when the next size came");
   grow(pools, 2, 40 * MIB);
   cr_expect_eq(symmpin_pool_size(pools[0]), 40 * MIB);
-  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
-  expect_nothing_left();
+  end_pools(pools);
 }
 
 Test(pool_vmm, a_peer_that_mapped_a_failed_chunk_keeps_it_until_it_settles) {
@@ -475,8 +478,7 @@ Test(pool_vmm, a_peer_that_mapped_a_failed_chunk_keeps_it_until_it_settles) {
   for (int r = 0; r < 2; r++) cr_assert_eq(symmpin_pool_attach(pools[r], records), SYMMPIN_OK);
   for (int r = 0; r < 2; r++) symmpin_pool_settle(pools[r], true);
   cr_expect_eq(symmpin_pool_size(pools[0]), 5 * MIB);
-  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
-  expect_nothing_left();
+  end_pools(pools);
 }
 
 Test(pool_vmm, no_p2p_between_devices_is_unsupported_and_leaves_nothing) {
@@ -489,8 +491,7 @@ Test(pool_vmm, no_p2p_between_devices_is_unsupported_and_leaves_nothing) {
   for (int r = 0; r < 2; r++)
     cr_expect_eq(symmpin_pool_attach(pools[r], records), SYMMPIN_ERR_UNSUPPORTED, "rank %d", r);
   cr_expect_eq(symmpin_pool_size(pools[0]), 0u);
-  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
-  expect_nothing_left();
+  end_pools(pools);
 }
 
 Test(pool_vmm, a_chunk_that_cannot_be_zeroed_is_released) {
@@ -519,8 +520,7 @@ Test(pool_vmm, a_record_that_names_no_offer_is_refused) {
   const void *bad[2] = {forged, records[1]};
   cr_expect_eq(symmpin_pool_attach(pools[1], bad), SYMMPIN_ERR_DISAGREE);
   cr_expect_eq(symmpin_pool_size(pools[1]), 0u);
-  for (int r = 0; r < 2; r++) symmpin_pool_destroy(pools[r]);
-  expect_nothing_left();
+  end_pools(pools);
 }
 
 /* Ranks in two processes: the peer's chunk comes through its fd server (fdpass.c). The child is
