@@ -5,6 +5,7 @@
 # job through the planner and say, in a few lines, what symmpin would do with that job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh # the Debian packages of a fresh machine, once
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 build=${SYMMPIN_BUILD_DIR:-build}
 log=$(mktemp)

@@ -3,6 +3,7 @@
 # compiles without a GPU) but only run on a GPU machine (scripts/gpu-suite.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh # the Debian packages of a fresh machine, once
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 build=${SYMMPIN_BUILD_DIR:-build}
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
