@@ -10,8 +10,8 @@
 
 #include "common/log.h"
 #include "planner/warmup.h"
-#include "preload/agree.h"
-#include "preload/choice.h"
+#include "agree/agree.h"
+#include "agree/choice.h"
 
 static const char *const debug_levels[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 

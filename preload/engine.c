@@ -1,5 +1,5 @@
 /* The engine: the GPU side of symmpin for one communicator. It owns the symmetric pool and the
- * kernels' error record, gives the agreement (preload/agree.h, CUDA-free) its GPU operations, and
+ * kernels' error record, gives the agreement (agree/agree.h, CUDA-free) its GPU operations, and
  * launches the kernels for calls whose sites the agreed plan pins. docs/design.md
  * ("Per-communicator life") is the whole protocol in prose.
  *
@@ -15,12 +15,12 @@
 
 #include "common/log.h"
 #include "kernels/allreduce.h"
-#include "preload/agree.h"
+#include "agree/agree.h"
 #include "preload/banner.h"
-#include "preload/choice.h"
+#include "agree/choice.h"
 #include "preload/config.h"
 #include "preload/host.h"
-#include "preload/retire.h"
+#include "preload/keep.h"
 #include "preload/stats.h"
 #include "symmem/pool.h"
 
@@ -64,7 +64,7 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
   return f.kind == kind && f.rank == c->rank && f.call == n;
 }
 
-/* Timing, for the choice by measurement (SYMMPIN_CHOOSE=measure: preload/choice.h decides which
+/* Timing, for the choice by measurement (SYMMPIN_CHOOSE=measure: agree/choice.h decides which
  * calls, the first 16 per shape and path) and for the statistics (SYMMPIN_MEASURE:
  * symmpin_stats_want_timing decides): sampled eager calls are timed with a pair of CUDA events
  * recorded around NCCL's call or symmpin's kernel on the call's stream, at most TIMING_PAIRS in
@@ -169,7 +169,7 @@ static void capture_mode_restore(enum cudaStreamCaptureMode m) {
 }
 
 /* CUDA resources, made at the first plan (never during capture): the keep of the pool and the
- * kernels' error record (host-mapped memory; the communicator holds it too: retire.h), and the
+ * kernels' error record (host-mapped memory; the communicator holds it too: keep.h), and the
  * timeout in GPU clocks. */
 static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_comm *e) {
   if (e->keep) return SYMMPIN_OK;
@@ -552,7 +552,7 @@ static slot_order *order_of(struct symmpin_engine_comm *e, uint64_t offset) {
   return so;
 }
 
-/* The slots' events go to the keep (retire.h), which frees the pool once they have completed;
+/* The slots' events go to the keep (keep.h), which frees the pool once they have completed;
  * with no keep (nothing was ever launched) they are destroyed here, which never waits. */
 static void orders_free(struct symmpin_engine_comm *e) {
   void **events = malloc((e->norders ? e->norders : 1) * sizeof *events);
@@ -702,7 +702,7 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
     if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
       ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
   }
-  /* A captured kernel's graph holds the pool until the graph is gone (retire.h). */
+  /* A captured kernel's graph holds the pool until the graph is gone (keep.h). */
   if (capturing) ok = graph_hold(e, stream);
   int timing = ok && timed ? timing_start(c, e, timed, true, true) : -1;
   ok = ok && (n == 1 ? symmpin_kernel_launch(k, stream)
@@ -917,9 +917,9 @@ static void engine_free_host(struct symmpin_engine_comm *e) {
 }
 
 /* ncclCommAbort: recovery from stuck kernels, which the abort word (set before the lock was taken,
- * preload.c) has already told to give up. No barrier and no waiting CUDA call: the pool and the
+ * events.c) has already told to give up. No barrier and no waiting CUDA call: the pool and the
  * error record go to the keep, freed once the kernels have given up (their events complete) and
- * every graph that captured them is gone (retire.h). A peer's kernel may still write into this
+ * every graph that captured them is gone (keep.h). A peer's kernel may still write into this
  * rank's chunks: its mapping holds them. The communicator's entry keeps its reference to the
  * record for threads that still read it (comm_async_error). */
 void symmpin_engine_comm_abandon(symmpin_comm *c) {

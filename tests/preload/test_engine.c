@@ -13,11 +13,11 @@
 
 #include "common/commkey.h"
 #include "preload/comm.h"
-#include "preload/choice.h"
+#include "agree/choice.h"
 #include "preload/config.h"
 #include "preload/engine.h"
 #include "preload/errrec.h"
-#include "preload/retire.h"
+#include "preload/keep.h"
 #include "engine_fakes.h"
 
 #define RANKS 2

@@ -1,7 +1,7 @@
-/* Keeps (retire.h): a communicator's pool and error record, freed when its kernels and graphs are
+/* Keeps (keep.h): a communicator's pool and error record, freed when its kernels and graphs are
  * done. One process-wide list of retired keeps under a lock that no CUDA call is made under (CUDA's
  * user-object destructors only touch an atomic). */
-#include "preload/retire.h"
+#include "preload/keep.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* The agreement (agree.h): phases of an epoch over the board, verdicts, and the plan in force. */
-#include "preload/agree.h"
+#include "agree/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
