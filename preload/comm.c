@@ -22,6 +22,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "preload/errrec.h"
+#include "preload/events.h" /* SYMMPIN_NCCL_REMOTE_ERROR */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SYMMPIN_ASAN 1
@@ -181,12 +182,66 @@ bool symmpin_comm_stream_is_per_thread(const void *stream) {
 /* The thread a per-thread default stream belongs to: a number drawn once per thread from a
  * process-wide counter (never 0, never reused). Not pthread_self(): glibc hands a finished thread's
  * id to the next thread at once, which would make a new thread's stream the old one's. */
-static unsigned long stream_owner(const void *stream) {
-  static _Atomic unsigned long next_owner = 1;
+unsigned long symmpin_comm_thread_id(void) {
+  static _Atomic unsigned long next_id = 1;
   static _Thread_local unsigned long mine;
-  if (!symmpin_comm_stream_is_per_thread(stream)) return 0;
-  if (!mine) mine = atomic_fetch_add(&next_owner, 1);
+  if (!mine) mine = atomic_fetch_add(&next_id, 1);
   return mine;
+}
+
+static unsigned long stream_owner(const void *stream) {
+  return symmpin_comm_stream_is_per_thread(stream) ? symmpin_comm_thread_id() : 0;
+}
+
+/* ---- the entry's lock ---- */
+
+void symmpin_comm_lock(symmpin_comm *c) {
+  pthread_mutex_lock(&c->lock);
+  atomic_store_explicit(&c->lock_owner, symmpin_comm_thread_id(), memory_order_relaxed);
+}
+
+bool symmpin_comm_trylock(symmpin_comm *c) {
+  if (pthread_mutex_trylock(&c->lock) != 0) return false;
+  atomic_store_explicit(&c->lock_owner, symmpin_comm_thread_id(), memory_order_relaxed);
+  return true;
+}
+
+void symmpin_comm_unlock(symmpin_comm *c) {
+  atomic_store_explicit(&c->lock_owner, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Only this thread writes its own id there, so reading it back is exact for "me"; another
+ * thread's id or 0 both mean "not me". */
+bool symmpin_comm_locked_here(const symmpin_comm *c) {
+  return atomic_load_explicit(&c->lock_owner, memory_order_relaxed) == symmpin_comm_thread_id();
+}
+
+/* ---- failure and abort ---- */
+
+int symmpin_comm_fail(symmpin_comm *c, int code, const char *why) {
+  if (code == 0) return atomic_load(&c->async_error);
+  int none = 0;
+  bool first = atomic_compare_exchange_strong(&c->async_error, &none, code);
+  volatile uint32_t *kernels = atomic_load(&c->kernel_abort);
+  if (kernels) *kernels = 1;
+  if (first && why)
+    SYMMPIN_INFO("comm %d rank %d: in error from now on (%s): ncclCommGetAsyncError and every "
+                 "later all-reduce report %d", c->ordinal, c->rank, why, code);
+  return first ? code : none;
+}
+
+void symmpin_comm_signal_abort(symmpin_comm *c) {
+  atomic_store(&c->aborting, 1);
+  volatile uint32_t *kernels = atomic_load(&c->kernel_abort);
+  if (kernels) *kernels = 1;
+}
+
+int symmpin_comm_async_error(symmpin_comm *c) {
+  const volatile uint32_t *failed = atomic_load_explicit(&c->kernel_failed, memory_order_acquire);
+  if (failed && *failed && !atomic_load(&c->aborting))
+    return symmpin_comm_fail(c, SYMMPIN_NCCL_REMOTE_ERROR, "a kernel gave up waiting for a peer");
+  return atomic_load(&c->async_error);
 }
 
 int symmpin_comm_stream_ordinal(symmpin_comm *c, void *stream) {
@@ -397,6 +452,27 @@ void symmpin_comm_for_each(void (*fn)(symmpin_comm *c, void *arg), void *arg) {
     if (cur > TOMBSTONE) fn(&n->c, arg);
   }
   pthread_mutex_unlock(&reg_lock);
+}
+
+/* The readers' walk (acquire's rules): any node found in any slot may be looked at, a reference
+ * is taken only on a registered one, and a rebuild under the walk makes it start again (a few
+ * times: the exit must not spin). */
+void symmpin_comm_for_each_unlocked(void (*fn)(symmpin_comm *c, void *arg), void *arg) {
+  for (int attempt = 0; attempt < 3; attempt++) {
+    table *t = atomic_load_explicit(&current, memory_order_acquire);
+    uint64_t gen = atomic_load_explicit(&t->gen, memory_order_acquire);
+    if (gen & 1) continue;
+    for (uint32_t i = 0; i < TABLE_SLOTS; i++) {
+      uintptr_t h = atomic_load_explicit(&t->slots[i].handle, memory_order_acquire);
+      if (h <= TOMBSTONE) continue;
+      node *n = atomic_load_explicit(&t->slots[i].entry, memory_order_relaxed);
+      if (!n || !node_ref(n, h)) continue;
+      fn(&n->c, arg);
+      node_drop(n, 2);
+    }
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&t->gen, memory_order_relaxed) == gen) return;
+  }
 }
 
 size_t symmpin_comm_live(void) {

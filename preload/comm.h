@@ -54,7 +54,43 @@ typedef struct symmpin_comm {
                                      when the entry is freed (no reader can hold it then) */
   _Atomic int ended; /* destroy/abort/finalize has released the engine state (preload sets it,
                         under lock, with the release): a holder must not create it again */
+  _Atomic unsigned long lock_owner; /* symmpin_comm_thread_id() of the holder of `lock` taken by
+                                       symmpin_comm_lock/trylock, 0 if none (exit asks) */
 } symmpin_comm;
+
+/* ---- the communicator's failure and abort: one owner each (NCCL's ncclCommSetAsyncError) ---- */
+
+/* Enter c's error state with `code` (an ncclResult_t, nonzero) unless it is in one already: the
+ * first code stands, and is what ncclCommGetAsyncError and every later all-reduce on c report.
+ * Entering it also sets the kernels' abort word: this rank's waiting kernels give up (their
+ * peers' calls no longer pair up with theirs). Returns the code that stands. `why` (may be NULL)
+ * goes into one INFO line when this call entered the state; the caller logs its own WARN.
+ * Lock-free: any thread, with or without c->lock. */
+int symmpin_comm_fail(symmpin_comm *c, int code, const char *why);
+
+/* Every wait of c gives up now, on the host (the agreement's waits: c->aborting) and in the
+ * kernels (their abort word, once the engine has made it; engine.c sets it at creation when
+ * c->aborting is already set). What ncclCommAbort, ncclCommRevoke, a handle NCCL gives out again
+ * and the process's exit do first. Lock-free and allocation-free: safe while another thread (or
+ * this one, interrupted) holds c->lock. Failures of kernels that gave up for this reason are not
+ * errors (symmpin_comm_async_error). */
+void symmpin_comm_signal_abort(symmpin_comm *c);
+
+/* The error c is in (0 = none); a kernel that gave up waiting (its error record's word) enters
+ * ncclRemoteError here, unless the kernels were told to abort. Lock-free: one atomic load when
+ * the engine has no kernels yet, two more otherwise (it is on every all-reduce's path). */
+int symmpin_comm_async_error(symmpin_comm *c);
+
+/* ---- the entry's lock, with its holder known (the exit must never wait for its own thread) ---- */
+
+/* A number for the calling thread: never 0, never reused (not pthread_self(), which glibc hands
+ * to the next thread at once). */
+unsigned long symmpin_comm_thread_id(void);
+void symmpin_comm_lock(symmpin_comm *c);
+bool symmpin_comm_trylock(symmpin_comm *c); /* true: locked */
+void symmpin_comm_unlock(symmpin_comm *c);
+/* Whether the calling thread holds c->lock (taken through the functions above). */
+bool symmpin_comm_locked_here(const symmpin_comm *c);
 
 /* Stream ordinal of `stream` on comm c (assigning the next one on first use); -1 when the table
  * is full. The per-thread default stream gets one ordinal per thread that uses it. Caller holds
@@ -104,6 +140,11 @@ void symmpin_comm_unregister(symmpin_comm *c);
 
 /* Call fn on every live entry, under the registry's lock (no register/unregister meanwhile). */
 void symmpin_comm_for_each(void (*fn)(symmpin_comm *c, void *arg), void *arg);
+/* The same without the registry's lock (the exit: its thread may be holding it): fn gets each
+ * entry with a reference held for the call. An entry registered or removed meanwhile may be
+ * missed, and one that a rebuild moved under the walk visited twice (fn must not mind).
+ * Allocation-free. */
+void symmpin_comm_for_each_unlocked(void (*fn)(symmpin_comm *c, void *arg), void *arg);
 size_t symmpin_comm_live(void);
 
 /* Forget everything (entries freed, held or not; ordinals restart at 0). Tests only. */

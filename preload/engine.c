@@ -185,7 +185,7 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
   /* What an abort sets and what the async-error query reads, without the communicator's lock. */
   atomic_store(&c->kernel_abort, &e->err_host->abort);
   atomic_store(&c->kernel_failed, &e->err_host->timed_out);
-  if (atomic_load(&c->aborting)) e->err_host->abort = 1;
+  if (atomic_load(&c->aborting) || atomic_load(&c->async_error)) e->err_host->abort = 1;
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device) != cudaSuccess || khz <= 0)
     khz = 2000000; /* H100/H200 boost clock, kHz */
@@ -473,9 +473,8 @@ static symmpin_reason stop_reason(symmpin_agree_stop s) {
  * ncclCommGetAsyncError and every later all-reduce report. Waiting kernels give up (their peers'
  * calls no longer pair up with theirs), through the word an abort also uses. */
 static void enter_error(symmpin_comm *c, struct symmpin_engine_comm *e, int code) {
-  int none = 0;
-  atomic_compare_exchange_strong(&c->async_error, &none, code);
-  if (e->err_host) e->err_host->abort = 1;
+  (void)e;
+  symmpin_comm_fail(c, code, NULL); /* the caller logged why */
 }
 
 static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e) {
@@ -951,10 +950,8 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
    * keep what the error record says now. Later kernel failures (of calls queued before) still
    * reach the record, which the entry holds: comm_async_error reads it until the entry goes. */
   const volatile uint32_t *failed = atomic_load(&c->kernel_failed);
-  if (failed && *failed && !e->err_host->aborted) {
-    int none = 0;
-    atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
-  }
+  if (failed && *failed && !e->err_host->aborted)
+    symmpin_comm_fail(c, SYMMPIN_NCCL_REMOTE_ERROR, "a kernel gave up waiting for a peer");
   timing_free(e);
   if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
   cudaGetLastError();

@@ -193,9 +193,9 @@ void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_
   symmpin_comm_key key = {0x53504c4954ULL /* "SPLIT": parent unknown */, 0};
   symmpin_comm *p = symmpin_events_enabled() ? symmpin_comm_acquire(parent) : NULL;
   if (p) {
-    pthread_mutex_lock(&p->lock);
+    symmpin_comm_lock(p);
     uint32_t counter = p->splits++;
-    pthread_mutex_unlock(&p->lock);
+    symmpin_comm_unlock(p);
     key = symmpin_comm_key_split(p->key, counter, color);
     sp.parent_known = true;
     sp.parent_ordinal = p->ordinal;
@@ -228,13 +228,11 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
      * they have, before the new entry replaces it. */
     symmpin_comm *stale = symmpin_comm_acquire(comm);
     if (stale) {
-      atomic_store(&stale->aborting, 1);
-      volatile uint32_t *kernels = atomic_load(&stale->kernel_abort);
-      if (kernels) *kernels = 1;
-      pthread_mutex_lock(&stale->lock);
+      symmpin_comm_signal_abort(stale);
+      symmpin_comm_lock(stale);
       atomic_store(&stale->ended, 1);
       symmpin_engine_comm_abandon(stale);
-      pthread_mutex_unlock(&stale->lock);
+      symmpin_comm_unlock(stale);
       symmpin_comm_put(stale);
     }
     symmpin_comm_key key = {key_hi, key_lo};
@@ -280,19 +278,17 @@ void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
   if (c && call == SYMMPIN_COMM_ABORT) {
     /* First, without the lock (a thread blocked in symmpin may hold it): every symmpin wait of
      * this communicator, on the host and in the kernels, gives up now. */
-    atomic_store(&c->aborting, 1);
-    volatile uint32_t *kernels = atomic_load(&c->kernel_abort);
-    if (kernels) *kernels = 1;
+    symmpin_comm_signal_abort(c);
   }
   if (c) {
     /* Before the real call: the engine may still need the communicator's device and streams. */
-    pthread_mutex_lock(&c->lock);
+    symmpin_comm_lock(c);
     atomic_store(&c->ended, 1); /* a thread still holding c must not set the engine up again */
     if (call == SYMMPIN_COMM_ABORT)
       symmpin_engine_comm_abandon(c);
     else
       symmpin_engine_comm_release(c);
-    pthread_mutex_unlock(&c->lock);
+    symmpin_comm_unlock(c);
   }
   pending_end = c;
 }
@@ -321,17 +317,6 @@ void symmpin_event_comm_end_result(symmpin_comm_end call, void *comm, int rc) {
   symmpin_comm_put(held); /* after the unregister: the last reference frees c */
 }
 
-/* The error symmpin holds for c (0 = none); sticky once set. Lock-free: one atomic load when the
- * engine has no kernels yet, two more otherwise (it is on every all-reduce's path). */
-static int comm_async_error(symmpin_comm *c) {
-  const volatile uint32_t *failed = atomic_load_explicit(&c->kernel_failed, memory_order_acquire);
-  if (failed && *failed && !atomic_load(&c->aborting)) {
-    int none = 0;
-    atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
-  }
-  return atomic_load(&c->async_error);
-}
-
 int symmpin_event_comm_async_error(void *comm) {
   if (!symmpin_events_enabled()) return 0;
   symmpin_comm *c = symmpin_comm_acquire(comm);
@@ -339,11 +324,11 @@ int symmpin_event_comm_async_error(void *comm) {
   /* The program's watchdog (PyTorch's polls this) is how ranks blocked behind a divergent call
    * learn of it: compare route logs and read the alarm here too. Never wait for the lock: a
    * thread inside an all-reduce holds it and does the same check itself. */
-  if (pthread_mutex_trylock(&c->lock) == 0) {
+  if (symmpin_comm_trylock(c)) {
     symmpin_engine_comm_poll(c);
-    pthread_mutex_unlock(&c->lock);
+    symmpin_comm_unlock(c);
   }
-  int err = comm_async_error(c);
+  int err = symmpin_comm_async_error(c);
   symmpin_comm_put(c);
   return err;
 }
@@ -393,10 +378,10 @@ int symmpin_event_group_flush(void) {
   int rc = 0;
   for (int i = 0; i < ngroup_comms; i++) {
     symmpin_comm *cm = group_comms[i];
-    pthread_mutex_lock(&cm->lock);
+    symmpin_comm_lock(cm);
     /* An ended communicator dropped what it held with its engine state. */
     int r = atomic_load(&cm->ended) ? 0 : symmpin_engine_group_flush(cm);
-    pthread_mutex_unlock(&cm->lock);
+    symmpin_comm_unlock(cm);
     if (r && !rc) rc = r;
     symmpin_comm_put(cm);
   }
@@ -408,9 +393,9 @@ void symmpin_event_group_drop(void) {
   if (!symmpin_events_enabled() || group_depth != 1) return;
   for (int i = 0; i < ngroup_comms; i++) {
     symmpin_comm *cm = group_comms[i];
-    pthread_mutex_lock(&cm->lock);
+    symmpin_comm_lock(cm);
     if (!atomic_load(&cm->ended)) symmpin_engine_group_drop(cm);
-    pthread_mutex_unlock(&cm->lock);
+    symmpin_comm_unlock(cm);
     symmpin_comm_put(cm);
   }
   ngroup_comms = 0;
@@ -499,10 +484,10 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   }
   symmpin_log_set_device(cm->device);
   p->ec.site = symmpin_site_id(c->stack, cm->ordinal, c->count, c->dtype, c->op);
-  pthread_mutex_lock(&cm->lock);
+  symmpin_comm_lock(cm);
   if (atomic_load(&cm->ended)) {
     /* Destroyed or aborted by another thread since the lookup: NCCL answers for the handle. */
-    pthread_mutex_unlock(&cm->lock);
+    symmpin_comm_unlock(cm);
     p->reason = SYMMPIN_REASON_COMM;
     return false;
   }
@@ -517,12 +502,12 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
       SYMMPIN_INFO("comm %p (ordinal %d): rank %d/%d", cm->handle, cm->ordinal, r, n);
     }
   }
-  int failed = comm_async_error(cm);
+  int failed = symmpin_comm_async_error(cm);
   if (failed) {
     /* A symmpin kernel of this communicator gave up (its result was wrong, and the ranks' calls
      * may no longer pair up): every later all-reduce reports the error instead of running. */
     symmpin_engine_comm_report_failure(cm);
-    pthread_mutex_unlock(&cm->lock);
+    symmpin_comm_unlock(cm);
     *rc = failed;
     p->reason = SYMMPIN_REASON_ERROR;
     allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
@@ -534,7 +519,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   symmpin_reason reason = SYMMPIN_REASON_ERROR;
   p->ec.may_batch = group_may_hold(cm);
   bool taken = symmpin_engine_allreduce(cm, &p->ec, rc, &reason);
-  pthread_mutex_unlock(&cm->lock);
+  symmpin_comm_unlock(cm);
   if (taken && p->ec.batched) group_note_held(cm);
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
   if (taken) {
@@ -548,9 +533,9 @@ void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
   pending_allreduce *p = &pending_ar;
   if (p->call != c) return;
   if (p->ec.timing >= 0 && p->comm) { /* a sampled NCCL call (SYMMPIN_MEASURE): end its timing */
-    pthread_mutex_lock(&p->comm->lock);
+    symmpin_comm_lock(p->comm);
     symmpin_engine_nccl_done(p->comm, &p->ec, rc);
-    pthread_mutex_unlock(&p->comm->lock);
+    symmpin_comm_unlock(p->comm);
   }
   allreduce_finish(p, rc, SYMMPIN_PATH_NCCL);
   pending_done(p);
@@ -560,10 +545,10 @@ void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
 
 static void release_one(symmpin_comm *c, void *arg) {
   (void)arg;
-  pthread_mutex_lock(&c->lock);
+  symmpin_comm_lock(c);
   atomic_store(&c->ended, 1);
   symmpin_engine_comm_release(c);
-  pthread_mutex_unlock(&c->lock);
+  symmpin_comm_unlock(c);
 }
 
 static void stats_report(const symmpin_config *cfg) {

@@ -48,9 +48,9 @@ static void check_all(held *h) {
     symmpin_comm *c = h->v[i];
     /* Also once in error: a kernel that gave up still has to raise the alarm for its peers
      * (reported once), which nothing else does if this rank makes no more all-reduces. */
-    if (!atomic_load(&c->ended) && pthread_mutex_trylock(&c->lock) == 0) {
+    if (!atomic_load(&c->ended) && symmpin_comm_trylock(c)) {
       if (!atomic_load(&c->ended)) symmpin_engine_comm_poll(c);
-      pthread_mutex_unlock(&c->lock);
+      symmpin_comm_unlock(c);
     }
     symmpin_comm_put(c);
   }

@@ -432,6 +432,46 @@ Test(events, a_reused_handle_releases_the_old_communicators_engine) {
   cr_expect_eq(c->rank, 1);
 }
 
+/* One owner of a communicator's failure (comm.h symmpin_comm_fail, NCCL's ncclCommSetAsyncError):
+ * whichever way fails it first stands, and is what ncclCommGetAsyncError and every later
+ * all-reduce report; a later failure of another kind changes nothing. Every way in tells the
+ * communicator's kernels to stop (their calls no longer pair up): also a kernel that gave up, which
+ * before set the error without the abort word, so this rank's other waiting kernels kept waiting. */
+Test(events, the_first_failure_stands_and_stops_the_kernels) {
+  void *h = (void *)0xe4;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 9, 10, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find(h);
+  cr_assert_not_null(c);
+  static volatile uint32_t abort_word, gave_up;
+  atomic_store(&c->kernel_abort, &abort_word);
+  atomic_store(&c->kernel_failed, &gave_up);
+  gave_up = 1; /* a kernel gave up waiting for a peer */
+  cr_assert_eq(symmpin_event_comm_async_error(h), SYMMPIN_NCCL_REMOTE_ERROR);
+  cr_expect_eq(abort_word, 1, "the communicator's other kernels were not told to stop");
+  cr_expect_eq(symmpin_comm_fail(c, SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR, "a later launch failure"),
+               SYMMPIN_NCCL_REMOTE_ERROR, "the first failure stands");
+  cr_expect_eq(symmpin_event_comm_async_error(h), SYMMPIN_NCCL_REMOTE_ERROR);
+  stand_in_take_count = 8;
+  int rc = -1;
+  symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7,
+                                 .comm = h, .stack = 1};
+  cr_assert(symmpin_event_allreduce(&call, &rc));
+  cr_expect_eq(rc, SYMMPIN_NCCL_REMOTE_ERROR);
+
+  /* The other order: a launch failure first; a kernel giving up afterwards does not replace it. */
+  void *h2 = (void *)0xe5;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h2, 11, 12, 0, 2, 0, true, 0);
+  symmpin_comm *c2 = symmpin_comm_find(h2);
+  static volatile uint32_t abort2, gave_up2;
+  atomic_store(&c2->kernel_abort, &abort2);
+  atomic_store(&c2->kernel_failed, &gave_up2);
+  cr_expect_eq(symmpin_comm_fail(c2, SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR, "a launch failed"),
+               SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR);
+  cr_expect_eq(abort2, 1);
+  gave_up2 = 1;
+  cr_expect_eq(symmpin_event_comm_async_error(h2), SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR);
+}
+
 Test(events, an_abort_is_not_reported_as_an_error) {
   symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xe2, 5, 6, 0, 2, 0, true, 0);
   symmpin_comm *c = symmpin_comm_find((void *)0xe2);
