@@ -14,10 +14,12 @@
  *   two arrays exist, whatever the churn, and a reader never waits for a writer. */
 #include "preload/comm.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -202,6 +204,15 @@ void symmpin_comm_lock(symmpin_comm *c) {
 
 bool symmpin_comm_trylock(symmpin_comm *c) {
   if (pthread_mutex_trylock(&c->lock) != 0) return false;
+  atomic_store_explicit(&c->lock_owner, symmpin_comm_thread_id(), memory_order_relaxed);
+  return true;
+}
+
+bool symmpin_comm_lock_by(symmpin_comm *c, const struct timespec *deadline) {
+  int rc;
+  do rc = pthread_mutex_clocklock(&c->lock, CLOCK_MONOTONIC, deadline);
+  while (rc == EINTR);
+  if (rc != 0) return false;
   atomic_store_explicit(&c->lock_owner, symmpin_comm_thread_id(), memory_order_relaxed);
   return true;
 }

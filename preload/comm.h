@@ -88,6 +88,8 @@ int symmpin_comm_async_error(symmpin_comm *c);
 unsigned long symmpin_comm_thread_id(void);
 void symmpin_comm_lock(symmpin_comm *c);
 bool symmpin_comm_trylock(symmpin_comm *c); /* true: locked */
+/* Lock, waiting at most until `deadline` (CLOCK_MONOTONIC); true: locked. */
+bool symmpin_comm_lock_by(symmpin_comm *c, const struct timespec *deadline);
 void symmpin_comm_unlock(symmpin_comm *c);
 /* Whether the calling thread holds c->lock (taken through the functions above). */
 bool symmpin_comm_locked_here(const symmpin_comm *c);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -463,7 +464,9 @@ static void pending_done(pending_allreduce *p) {
 bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   pending_allreduce *p = &pending_ar;
   pending_done(p); /* a previous call whose _result never came */
-  if (!symmpin_events_enabled()) return false;
+  /* Once the exit has begun, NCCL takes every call: the exit is releasing the communicators (and
+   * a thread that went on calling would keep their locks from it). */
+  if (!symmpin_events_enabled() || atomic_load(&exited)) return false;
   /* Held until the call is finished (here or in the _result): a destroy or abort on another
    * thread must not free cm under us. */
   symmpin_comm *cm = symmpin_comm_acquire(c->comm);
@@ -543,9 +546,36 @@ void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
 
 /* ---- process start and exit ---- */
 
-static void release_one(symmpin_comm *c, void *arg) {
+/* How long the exit waits, in all, for communicator locks that other threads hold. Every abort
+ * word is set before, so a thread in an agreement wait lets go within one of its wait slices
+ * (20 ms); a communicator whose holder takes longer (a CUDA call, a peer's fd that takes up to its
+ * 2 s limit) is left as it is: the process is ending, and its memory, mappings and descriptors go
+ * with it (a board name that stays in /dev/shm is removed by a later process's sweep). */
+#define EXIT_LOCK_WAIT_MS 200
+
+typedef struct exit_release {
+  struct timespec deadline; /* CLOCK_MONOTONIC */
+  int left;                 /* communicators left as they were */
+} exit_release;
+
+static void signal_one(symmpin_comm *c, void *arg) {
   (void)arg;
-  symmpin_comm_lock(c);
+  symmpin_comm_signal_abort(c);
+}
+
+/* Never blocks on a lock: the exiting thread itself may hold c's (exit() from a signal handler
+ * that interrupted it inside symmpin), and another holder gets until the deadline. */
+static void release_one(symmpin_comm *c, void *arg) {
+  exit_release *x = arg;
+  if (atomic_load(&c->ended)) return; /* released by its own end (or visited twice) */
+  if (symmpin_comm_locked_here(c)) {
+    x->left++;
+    return;
+  }
+  if (!symmpin_comm_lock_by(c, &x->deadline)) {
+    x->left++;
+    return;
+  }
   atomic_store(&c->ended, 1);
   symmpin_engine_comm_release(c);
   symmpin_comm_unlock(c);
@@ -584,10 +614,24 @@ static void stats_report(const symmpin_config *cfg) {
   SYMMPIN_INFO("statistics written to %s", path);
 }
 
+/* The exit may run on any thread at any point: exit() from a signal handler that interrupted a
+ * thread inside symmpin (holding a communicator's lock, or the registry's), or from one thread
+ * while another waits in an agreement. So, as ncclCommAbort: first, without any lock, every wait
+ * of every communicator gives up (host and kernels); then the watch stops (bounded); then each
+ * communicator is released if its lock can be had in time, else left as it is. */
 void symmpin_preload_exit(void) {
   if (atomic_load(&enabled) <= 0 || atomic_exchange(&exited, 1)) return;
-  symmpin_watch_stop(); /* before the communicators go */
-  symmpin_comm_for_each(release_one, NULL);
+  symmpin_comm_for_each_unlocked(signal_one, NULL);
+  exit_release x = {.left = 0};
+  clock_gettime(CLOCK_MONOTONIC, &x.deadline);
+  x.deadline.tv_nsec += (long)EXIT_LOCK_WAIT_MS * 1000000L;
+  x.deadline.tv_sec += x.deadline.tv_nsec / 1000000000L;
+  x.deadline.tv_nsec %= 1000000000L;
+  symmpin_watch_stop_by(&x.deadline); /* before the communicators go */
+  symmpin_comm_for_each_unlocked(release_one, &x);
+  if (x.left)
+    SYMMPIN_INFO("exit: %d communicator(s) left as they were (a thread inside symmpin holds "
+                 "them); the process's end frees what they hold", x.left);
   symmpin_tracefile_stop();
   stats_report(symmpin_config_get());
 }

@@ -105,13 +105,35 @@ void symmpin_watch_start(uint64_t interval_ms) {
   pthread_mutex_unlock(&watch_lock);
 }
 
-void symmpin_watch_stop(void) {
+/* The thread to join, if one runs; it is told to stop. */
+static bool stop_signal(pthread_t *t) {
   pthread_mutex_lock(&watch_lock);
   bool join = running;
-  pthread_t t = watch_thread;
+  *t = watch_thread;
   running = false;
   generation++;
   pthread_cond_broadcast(&watch_wake);
   pthread_mutex_unlock(&watch_lock);
-  if (join) pthread_join(t, NULL);
+  return join;
+}
+
+void symmpin_watch_stop(void) {
+  pthread_t t;
+  if (stop_signal(&t)) pthread_join(t, NULL);
+}
+
+void symmpin_watch_stop_by(const struct timespec *deadline) {
+  pthread_t t;
+  if (!stop_signal(&t)) return;
+  /* pthread_timedjoin_np takes CLOCK_REALTIME: the deadline is carried over. */
+  struct timespec mono, real, at;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  long long left_ns = (long long)(deadline->tv_sec - mono.tv_sec) * 1000000000LL +
+                      (deadline->tv_nsec - mono.tv_nsec);
+  if (left_ns < 0) left_ns = 0;
+  long long ns = (long long)real.tv_nsec + left_ns;
+  at.tv_sec = real.tv_sec + (time_t)(ns / 1000000000LL);
+  at.tv_nsec = (long)(ns % 1000000000LL);
+  if (pthread_timedjoin_np(t, NULL, &at) != 0) pthread_detach(t);
 }

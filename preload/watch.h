@@ -12,11 +12,16 @@
 #define SYMMPIN_PRELOAD_WATCH_H
 
 #include <stdint.h>
+#include <time.h>
 
 /* Start the thread (once per process; a forked child has none and starts none: symmpin is off
  * there). interval_ms 0: no watch. */
 void symmpin_watch_start(uint64_t interval_ms);
-/* Stop and join it (process exit, tests). */
+/* Stop and join it (tests). */
 void symmpin_watch_stop(void);
+/* Stop it and join it until `deadline` (CLOCK_MONOTONIC; the process's exit, which must not wait
+ * on a thread that may wait for a lock the exiting thread holds). Past the deadline the thread is
+ * left to end by itself: it takes no communicator's lock but by trylock, and holds references. */
+void symmpin_watch_stop_by(const struct timespec *deadline);
 
 #endif
