@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "interpose/callsite.h"
+#include "interpose/nccl_compat.h" /* 2.27-2.29 declarations an older nccl.h lacks */
 #include "preload/host.h"
 #include "interpose/wrap.h"
 #include "common/commkey.h"
@@ -171,6 +172,73 @@ SYMMPIN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
    * non-blocking child may not answer yet. */
   symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, made(rc) && newcomm ? *newcomm : NULL, hi, lo, -1,
                           -1, dev, config_blocking(config), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+/* NCCL 2.27+: a child without the excluded ranks (which never call it). The child passes through
+ * (events.h symmpin_event_comm_child); with NCCL_SHRINK_ABORT the parent's operations are stopped
+ * first, symmpin's kernels of it too, and the parent stays with NCCL. */
+SYMMPIN_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
+                                           int excludeRanksCount, ncclComm_t *newcomm,
+                                           ncclConfig_t *config, int shrinkFlags) {
+  SYMMPIN_WRAP_ENTER(ncclCommShrink, SYMMPIN_NCCL_MISSING,
+                     (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+  bool aborting = (shrinkFlags & NCCL_SHRINK_ABORT) != 0;
+  if (aborting) symmpin_event_comm_life(SYMMPIN_COMM_SHRINK_ABORT, comm, true);
+  int dev = symmpin_host_device();
+  ncclResult_t rc = real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  if (aborting) symmpin_event_comm_life_result(SYMMPIN_COMM_SHRINK_ABORT, comm, rc);
+  symmpin_event_comm_child(SYMMPIN_COMM_SHRINK, comm, made(rc) && newcomm ? *newcomm : NULL, dev,
+                           config_blocking(config), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+/* NCCL 2.28.7+: in-flight operations stop, later ones are refused. NCCL accepts no flag but
+ * NCCL_REVOKE_DEFAULT; a call it would refuse for its flags changes nothing in symmpin either. A
+ * communicator that ended already (symmpin let go at its finalize) is not stopped again. */
+SYMMPIN_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  SYMMPIN_WRAP_ENTER(ncclCommRevoke, SYMMPIN_NCCL_MISSING, (comm, revokeFlags));
+  symmpin_event_comm_life(SYMMPIN_COMM_REVOKE, comm, revokeFlags == NCCL_REVOKE_DEFAULT);
+  ncclResult_t rc = real(comm, revokeFlags);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_REVOKE, comm, rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+/* NCCL 2.29+: existing ranks pass their communicator (rank -1), new ranks NULL and their rank.
+ * The child passes through (events.h); the old communicator is unchanged. */
+SYMMPIN_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
+                                         int rank, ncclComm_t *newcomm, ncclConfig_t *config) {
+  SYMMPIN_WRAP_ENTER(ncclCommGrow, SYMMPIN_NCCL_MISSING,
+                     (comm, nRanks, uniqueId, rank, newcomm, config));
+  int dev = symmpin_host_device();
+  ncclResult_t rc = real(comm, nRanks, uniqueId, rank, newcomm, config);
+  symmpin_event_comm_child(SYMMPIN_COMM_GROW, comm, made(rc) && newcomm ? *newcomm : NULL, dev,
+                           config_blocking(config), rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+/* NCCL 2.29+: with NCCL_SUSPEND_MEM, NCCL waits for the device, meets every rank and frees its
+ * memory; symmpin lets go of the communicator for good (its kernels finish, its pool goes). Other
+ * flags suspend nothing in NCCL, and nothing in symmpin. */
+SYMMPIN_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  SYMMPIN_WRAP_ENTER(ncclCommSuspend, SYMMPIN_NCCL_MISSING, (comm, flags));
+  symmpin_event_comm_life(SYMMPIN_COMM_SUSPEND, comm, (flags & NCCL_SUSPEND_MEM) != 0);
+  ncclResult_t rc = real(comm, flags);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_SUSPEND, comm, rc);
+  symmpin_guard_leave();
+  return rc;
+}
+
+/* NCCL 2.29+: NCCL's memory comes back; symmpin's does not (the communicator stays with NCCL). */
+SYMMPIN_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  SYMMPIN_WRAP_ENTER(ncclCommResume, SYMMPIN_NCCL_MISSING, (comm));
+  symmpin_event_comm_life(SYMMPIN_COMM_RESUME, comm, true);
+  ncclResult_t rc = real(comm);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_RESUME, comm, rc);
   symmpin_guard_leave();
   return rc;
 }

@@ -6,7 +6,11 @@
  * exported (the map's `local: *` hides it, and programs would reach the real library directly);
  * an entry without a wrapper fails the link of the export check.
  *
- * X(lib, name): lib is CUDART or NCCL, the library whose real function the wrapper calls.
+ * X(lib, name): lib is CUDART or NCCL, the library whose real function the wrapper calls. Every
+ * name is exported whatever the loaded library has (ncclCommShrink came with NCCL 2.27,
+ * ncclCommRevoke with 2.28.7, ncclCommGrow, ncclCommSuspend and ncclCommResume with 2.29): a call
+ * of one the loaded NCCL lacks fails with ncclSystemError (real.h), where without symmpin the
+ * program could not have resolved it at all.
  * No #include: the export map is preprocessed from this file alone. */
 #ifndef SYMMPIN_INTERPOSE_WRAPPED_H
 #define SYMMPIN_INTERPOSE_WRAPPED_H
@@ -27,6 +31,11 @@
   X(NCCL, ncclCommAbort)              \
   X(NCCL, ncclCommFinalize)           \
   X(NCCL, ncclCommGetAsyncError)      \
+  X(NCCL, ncclCommShrink)             \
+  X(NCCL, ncclCommRevoke)             \
+  X(NCCL, ncclCommGrow)               \
+  X(NCCL, ncclCommSuspend)            \
+  X(NCCL, ncclCommResume)             \
   X(NCCL, ncclGroupStart)             \
   X(NCCL, ncclGroupEnd)               \
   X(NCCL, ncclGroupSimulateEnd)       \

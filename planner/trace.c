@@ -34,6 +34,11 @@ static const char *const call_names[SYMMPIN_TRACE_CALL_COUNT] = {
     [SYMMPIN_TRACE_GROUP_START] = "ncclGroupStart",
     [SYMMPIN_TRACE_GROUP_END] = "ncclGroupEnd",
     [SYMMPIN_TRACE_ALL_REDUCE] = "ncclAllReduce",
+    [SYMMPIN_TRACE_COMM_SHRINK] = "ncclCommShrink",
+    [SYMMPIN_TRACE_COMM_REVOKE] = "ncclCommRevoke",
+    [SYMMPIN_TRACE_COMM_GROW] = "ncclCommGrow",
+    [SYMMPIN_TRACE_COMM_SUSPEND] = "ncclCommSuspend",
+    [SYMMPIN_TRACE_COMM_RESUME] = "ncclCommResume",
 };
 
 const char *symmpin_trace_call_name(symmpin_trace_call c) {
@@ -53,11 +58,14 @@ symmpin_trace_call symmpin_trace_call_from_name(const char *name) {
 #define ALLOCS (C(CUDA_MALLOC) | C(CUDA_MALLOC_ASYNC) | C(NCCL_MEM_ALLOC))
 #define FREES (C(CUDA_FREE) | C(CUDA_FREE_ASYNC) | C(NCCL_MEM_FREE))
 #define INITS (C(COMM_INIT_RANK) | C(COMM_INIT_RANK_CONFIG) | C(COMM_INIT_RANK_SCALABLE) | \
-               C(COMM_INIT_ALL) | C(COMM_SPLIT))
+               C(COMM_INIT_ALL) | C(COMM_SPLIT) | CHILDREN)
+#define CHILDREN (C(COMM_SHRINK) | C(COMM_GROW)) /* communicators symmpin passes through */
+#define LIFE (C(COMM_REVOKE) | C(COMM_SUSPEND) | C(COMM_RESUME))
 #define ENDS (C(COMM_DESTROY) | C(COMM_ABORT) | C(COMM_FINALIZE))
 #define GROUPS (C(GROUP_START) | C(GROUP_END))
 #define AR C(ALL_REDUCE)
 #define ALL_CALLS (~0u)
+_Static_assert(SYMMPIN_TRACE_CALL_COUNT <= 32, "one bit per call kind in an unsigned");
 
 typedef enum { F_U64, F_HEX, F_INT, F_DTYPE, F_OP } field_type;
 
@@ -77,13 +85,13 @@ static const field fields[] = {
     {"alloc", E(alloc), F_U64, ALLOCS | FREES},
     {"stack", E(stack), F_HEX, ALLOCS | INITS | AR},
     {"stream", E(stream), F_HEX, C(CUDA_MALLOC_ASYNC) | C(CUDA_FREE_ASYNC) | AR},
-    {"comm", E(comm), F_INT, INITS | ENDS | AR},
+    {"comm", E(comm), F_INT, INITS | ENDS | LIFE | AR},
     {"key_hi", E(key_hi), F_HEX, INITS},
     {"key_lo", E(key_lo), F_HEX, INITS},
     {"rank", E(rank), F_INT, INITS | AR},
     {"nranks", E(nranks), F_INT, INITS | AR},
     {"color", E(color), F_INT, C(COMM_SPLIT)},
-    {"parent", E(parent), F_INT, C(COMM_SPLIT)},
+    {"parent", E(parent), F_INT, C(COMM_SPLIT) | CHILDREN},
     {"depth", E(depth), F_INT, GROUPS},
     {"site", E(site), F_HEX, AR},
     {"count", E(count), F_U64, AR},

@@ -374,8 +374,8 @@ static void unpublish_locked(slot *s, node *n) {
   node_drop(n, 1); /* after the tombstone: a reader refused by refs then sees the tombstone */
 }
 
-symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank, int nranks,
-                                    int device, bool blocking) {
+static symmpin_comm *register_entry(void *handle, symmpin_comm_key key, int rank, int nranks,
+                                    int device, bool blocking, const char *passthrough) {
   uintptr_t h = (uintptr_t)handle;
   if (h <= TOMBSTONE) return NULL;
   pthread_mutex_lock(&reg_lock);
@@ -392,8 +392,11 @@ symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank
   c->nranks = nranks;
   c->device = device;
   c->blocking = blocking;
+  c->passthrough = passthrough;
+  c->keyless = passthrough != NULL;
   pthread_mutex_init(&c->lock, NULL);
-  c->ordinal = ordinal_locked(key);
+  /* A pass-through entry takes no ordinal: ordinals must stay the same on every rank. */
+  c->ordinal = passthrough ? -1 : ordinal_locked(key);
 
   table *t = atomic_load_explicit(&current, memory_order_relaxed);
   uint32_t i0 = slot_of(h);
@@ -411,7 +414,7 @@ symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank
       break;
     }
   }
-  if (!same && (!free_slot || c->ordinal < 0)) {
+  if (!same && (!free_slot || (c->ordinal < 0 && !passthrough))) {
     node_free(n); /* never registered: nobody can hold it */
     pthread_mutex_unlock(&reg_lock);
     SYMMPIN_WARN("communicator table full (%u entries): comm %p stays with NCCL", TABLE_SLOTS,
@@ -439,6 +442,17 @@ symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank
   }
   pthread_mutex_unlock(&reg_lock);
   return c;
+}
+
+symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank, int nranks,
+                                    int device, bool blocking) {
+  return register_entry(handle, key, rank, nranks, device, blocking, NULL);
+}
+
+symmpin_comm *symmpin_comm_register_passthrough(void *handle, int rank, int nranks, int device,
+                                                bool blocking, const char *why) {
+  symmpin_comm_key none = {0, 0};
+  return register_entry(handle, none, rank, nranks, device, blocking, why ? why : "pass-through");
 }
 
 void symmpin_comm_unregister(symmpin_comm *c) {

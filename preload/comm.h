@@ -54,6 +54,12 @@ typedef struct symmpin_comm {
                                      when the entry is freed (no reader can hold it then) */
   _Atomic int ended; /* destroy/abort/finalize has released the engine state (preload sets it,
                         under lock, with the release): a holder must not create it again */
+  /* Why symmpin never serves this communicator (its calls pass through to NCCL), or NULL: it may.
+   * A static string, written under the lock: a child of ncclCommShrink or ncclCommGrow from the
+   * start, a communicator after ncclCommRevoke or ncclCommSuspend (docs/compatibility.md). */
+  const char *passthrough;
+  bool keyless; /* registered without a key its ranks share (symmpin_comm_register_passthrough):
+                   a split of it has none either, so it passes through too */
   _Atomic unsigned long lock_owner; /* symmpin_comm_thread_id() of the holder of `lock` taken by
                                        symmpin_comm_lock/trylock, 0 if none (exit asks) */
 } symmpin_comm;
@@ -139,6 +145,15 @@ symmpin_comm *symmpin_comm_register(void *handle, symmpin_comm_key key, int rank
  * unregistered or replaced by a newer entry of the same handle. A caller that uses c after this
  * call (or calls it on an entry another thread may unregister) must hold a reference. */
 void symmpin_comm_unregister(symmpin_comm *c);
+
+/* Like symmpin_comm_register, for a communicator symmpin passes through for good (`why`, a static
+ * string: c->passthrough): no key its ranks share, so it takes no communicator ordinal (-1: the
+ * ordinals of the communicators symmpin serves stay the same on every rank, whether or not a rank
+ * made this one) and splits of it pass through too (c->keyless). Registered all the same, so that
+ * its calls are counted and shown with the reason, and a stale entry of a reused handle is
+ * replaced rather than served. */
+symmpin_comm *symmpin_comm_register_passthrough(void *handle, int rank, int nranks, int device,
+                                                bool blocking, const char *why);
 
 /* Call fn on every live entry, under the registry's lock (no register/unregister meanwhile). */
 void symmpin_comm_for_each(void (*fn)(symmpin_comm *c, void *arg), void *arg);

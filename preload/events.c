@@ -55,7 +55,8 @@ static __thread pending_allreduce pending_ar __attribute__((tls_model("initial-e
 
 /* From symmpin_event_comm_split_key to the split's comm_init; from comm_end to its _result. */
 typedef struct pending_split {
-  bool valid, parent_known;
+  bool valid, parent_known; /* parent_known: an entry with a key its ranks share */
+  bool parent_keyless;      /* an entry symmpin passes through (no such key) */
   int parent_ordinal, parent_device, color;
 } pending_split;
 static __thread pending_split pending_sp __attribute__((tls_model("initial-exec")));
@@ -185,14 +186,52 @@ void symmpin_event_free_result(symmpin_alloc_kind kind, void *ptr, int rc) {
 
 static const symmpin_trace_call init_calls[] = {
     SYMMPIN_TRACE_COMM_INIT_RANK, SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG,
-    SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE, SYMMPIN_TRACE_COMM_INIT_ALL, SYMMPIN_TRACE_COMM_SPLIT};
+    SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE, SYMMPIN_TRACE_COMM_INIT_ALL, SYMMPIN_TRACE_COMM_SPLIT,
+    SYMMPIN_TRACE_COMM_SHRINK, SYMMPIN_TRACE_COMM_GROW};
 static const symmpin_trace_call end_calls[] = {SYMMPIN_TRACE_COMM_DESTROY, SYMMPIN_TRACE_COMM_ABORT,
                                                SYMMPIN_TRACE_COMM_FINALIZE};
+
+/* A handle NCCL gave out again while symmpin still holds its old communicator (whose end never
+ * reached symmpin, so it is gone): its kernels are told to give up, as at an abort (they may wait
+ * for peers that are gone too), and its pool goes to its keep, freed once they have, before a new
+ * entry replaces it. */
+static void drop_stale(void *comm) {
+  symmpin_comm *stale = symmpin_comm_acquire(comm);
+  if (!stale) return;
+  symmpin_comm_signal_abort(stale);
+  symmpin_comm_lock(stale);
+  atomic_store(&stale->ended, 1);
+  symmpin_engine_comm_abandon(stale);
+  symmpin_comm_unlock(stale);
+  symmpin_comm_put(stale);
+}
+
+/* The entry of a communicator symmpin passes through for good (comm.h), with its statistics. */
+static symmpin_comm *register_passthrough(void *comm, int rank, int nranks, int device,
+                                          bool blocking, const char *why) {
+  drop_stale(comm);
+  symmpin_comm *c = symmpin_comm_register_passthrough(comm, rank, nranks, device, blocking, why);
+  if (!c) return NULL;
+  if (stats_on) {
+    c->stats = symmpin_stats_comm_open(c->ordinal, rank, nranks, device);
+    symmpin_stats_comm_set_nccl_only(c->stats, why);
+  }
+  SYMMPIN_INFO("comm %p: %s: left to NCCL", comm, why);
+  note_rank(rank);
+  return c;
+}
 
 void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo) {
   pending_split sp = {.valid = true, .parent_ordinal = -1, .parent_device = -1, .color = color};
   symmpin_comm_key key = {0x53504c4954ULL /* "SPLIT": parent unknown */, 0};
   symmpin_comm *p = symmpin_events_enabled() ? symmpin_comm_acquire(parent) : NULL;
+  if (p && p->keyless) { /* a communicator symmpin passes through: no key to derive from */
+    sp.parent_keyless = true;
+    sp.parent_ordinal = p->ordinal;
+    sp.parent_device = p->device;
+    symmpin_comm_put(p);
+    p = NULL;
+  }
   if (p) {
     symmpin_comm_lock(p);
     uint32_t counter = p->splits++;
@@ -219,23 +258,11 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
     if (sp.valid && sp.parent_device >= 0) device = sp.parent_device; /* NCCL: parent's device */
   }
   symmpin_comm *c = NULL;
-  /* A split whose parent symmpin does not know gets no entry: its key could not be derived alike
-   * on every rank, so its calls go to NCCL. */
+  /* A split whose parent symmpin does not know (or passes through) has no key derived alike on
+   * every rank: it passes through too. */
   bool registrable = comm && (call != SYMMPIN_COMM_SPLIT || (sp.valid && sp.parent_known));
   if (registrable) {
-    /* A handle NCCL gave out again while symmpin still holds its old communicator (whose end
-     * never reached symmpin, so it is gone): its kernels are told to give up, as at an abort
-     * (they may wait for peers that are gone too), and its pool goes to its keep, freed once
-     * they have, before the new entry replaces it. */
-    symmpin_comm *stale = symmpin_comm_acquire(comm);
-    if (stale) {
-      symmpin_comm_signal_abort(stale);
-      symmpin_comm_lock(stale);
-      atomic_store(&stale->ended, 1);
-      symmpin_engine_comm_abandon(stale);
-      symmpin_comm_unlock(stale);
-      symmpin_comm_put(stale);
-    }
+    drop_stale(comm);
     symmpin_comm_key key = {key_hi, key_lo};
     c = symmpin_comm_register(comm, key, rank, nranks, device, blocking);
     if (c && stats_on) c->stats = symmpin_stats_comm_open(c->ordinal, rank, nranks, device);
@@ -249,7 +276,10 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
       if (nranks != 1 && !atomic_load(&exited)) symmpin_watch_start(symmpin_config_get()->watch_ms);
     }
   } else if (comm) {
-    SYMMPIN_INFO("comm %p: split of an unknown parent: left to NCCL", comm);
+    c = register_passthrough(comm, rank, nranks, device, blocking,
+                             sp.valid && sp.parent_keyless
+                                 ? "a split of a communicator symmpin passes through"
+                                 : "a split of a communicator symmpin does not know");
   }
   if (symmpin_tracefile_on()) {
     symmpin_trace_event ev;
@@ -267,6 +297,119 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
     }
     symmpin_tracefile_add(&ev);
   }
+}
+
+void symmpin_event_comm_child(symmpin_comm_call call, void *parent, void *child, int device,
+                              bool blocking, int rc) {
+  if (!symmpin_events_enabled()) return;
+  symmpin_banner_once(device);
+  int parent_ordinal = -1;
+  symmpin_comm *p = parent ? symmpin_comm_acquire(parent) : NULL;
+  if (p) {
+    parent_ordinal = p->ordinal;
+    if (p->device >= 0) device = p->device; /* NCCL: the parent's device */
+    symmpin_comm_put(p);
+  }
+  symmpin_comm *c = NULL;
+  if (child)
+    c = register_passthrough(child, -1, -1, device, blocking,
+                             call == SYMMPIN_COMM_SHRINK
+                                 ? "made by ncclCommShrink (the excluded ranks never call it: no "
+                                   "key every rank derives alike)"
+                                 : "made by ncclCommGrow (its old ranks but one pass no id: no "
+                                   "key every rank derives alike)");
+  if (symmpin_tracefile_on()) {
+    symmpin_trace_event ev;
+    symmpin_tracefile_event_init(&ev, init_calls[call]);
+    ev.rc = rc;
+    ev.device = device;
+    ev.comm = c ? c->ordinal : -1;
+    ev.rank = ev.nranks = -1;
+    ev.parent = parent_ordinal;
+    symmpin_tracefile_add(&ev);
+  }
+}
+
+/* Calls that change a live communicator's life (events.h): from before the real call to its
+ * result, the entry (a reference) and whether symmpin stopped its kernels. */
+typedef struct pending_life {
+  symmpin_comm *comm;
+  bool stopped;
+} pending_life;
+static __thread pending_life pending_lf __attribute__((tls_model("initial-exec")));
+
+static const char *life_reason(symmpin_comm_life what) {
+  switch (what) {
+  case SYMMPIN_COMM_REVOKE: return "revoked (ncclCommRevoke)";
+  case SYMMPIN_COMM_SUSPEND: return "suspended (ncclCommSuspend), never resumed by symmpin";
+  case SYMMPIN_COMM_SHRINK_ABORT: return "its operations aborted by ncclCommShrink(NCCL_SHRINK_ABORT)";
+  case SYMMPIN_COMM_RESUME: break;
+  }
+  return "";
+}
+
+void symmpin_event_comm_life(symmpin_comm_life what, void *comm, bool acts) {
+  symmpin_comm_put(pending_lf.comm); /* a previous call whose _result never came */
+  pending_lf = (pending_life){0};
+  if (!symmpin_events_enabled()) return;
+  symmpin_comm *c = symmpin_comm_acquire(comm);
+  pending_lf.comm = c;
+  if (!c || !acts || what == SYMMPIN_COMM_RESUME) return;
+  /* Ended (destroyed, finalized: its kernels were left to finish) or already left: nothing more.
+   * Read again under the lock below. */
+  if (atomic_load(&c->ended)) return;
+  bool stop = what != SYMMPIN_COMM_SUSPEND;
+  /* Revoke and an aborting shrink stop NCCL's operations first thing (its abort flags); symmpin's
+   * kernels stop the same way, before anything waits (a thread inside symmpin may hold the lock,
+   * and NCCL may wait for its streams). A suspend lets them finish: NCCL synchronizes the device
+   * and meets every rank there, so the calls issued before it complete. */
+  if (stop) symmpin_comm_signal_abort(c);
+  pending_lf.stopped = stop;
+  symmpin_comm_lock(c);
+  if (!atomic_load(&c->ended)) {
+    atomic_store(&c->ended, 1); /* never set up again: NCCL takes its calls from now on */
+    c->passthrough = life_reason(what);
+    if (stop)
+      symmpin_engine_comm_abandon(c); /* the pool goes once the kernels have given up */
+    else
+      symmpin_engine_comm_release(c); /* ... once they are done */
+    symmpin_stats_comm_set_nccl_only(c->stats, c->passthrough);
+    SYMMPIN_INFO("comm %d rank %d: %s: symmpin leaves it to NCCL for good", c->ordinal, c->rank,
+                 c->passthrough);
+  }
+  symmpin_comm_unlock(c);
+}
+
+static const symmpin_trace_call life_calls[] = {SYMMPIN_TRACE_COMM_REVOKE,
+                                                SYMMPIN_TRACE_COMM_SUSPEND,
+                                                SYMMPIN_TRACE_COMM_RESUME};
+
+void symmpin_event_comm_life_result(symmpin_comm_life what, void *comm, int rc) {
+  pending_life lf = pending_lf;
+  pending_lf = (pending_life){0};
+  symmpin_comm *c = lf.comm && lf.comm->handle == comm ? lf.comm : NULL;
+  if (symmpin_events_enabled()) {
+    /* 0 or ncclInProgress (7, a non-blocking communicator): NCCL took the call. Otherwise NCCL
+     * did not revoke, but symmpin's kernels were told to stop: their calls' results may be wrong,
+     * so the communicator is in error (what the program sees instead of wrong data). */
+    if (c && lf.stopped && rc != 0 && rc != 7)
+      symmpin_comm_fail(c, SYMMPIN_NCCL_REMOTE_ERROR,
+                        "NCCL refused the call after symmpin had stopped the kernels");
+    /* After a suspend NCCL has synchronized the device: the kernels are done, their pool can go. */
+    if (what == SYMMPIN_COMM_SUSPEND) symmpin_engine_drain();
+    if (what == SYMMPIN_COMM_RESUME && c && c->passthrough)
+      SYMMPIN_INFO("comm %d rank %d: resumed; symmpin leaves it to NCCL (%s)", c->ordinal, c->rank,
+                   c->passthrough);
+    if (what != SYMMPIN_COMM_SHRINK_ABORT && symmpin_tracefile_on()) {
+      symmpin_trace_event ev;
+      symmpin_tracefile_event_init(&ev, life_calls[what]);
+      ev.rc = rc;
+      ev.device = c ? c->device : -1;
+      ev.comm = c ? c->ordinal : -1;
+      symmpin_tracefile_add(&ev);
+    }
+  }
+  symmpin_comm_put(lf.comm);
 }
 
 void symmpin_event_comm_end(symmpin_comm_end call, void *comm) {
@@ -489,7 +632,8 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   p->ec.site = symmpin_site_id(c->stack, cm->ordinal, c->count, c->dtype, c->op);
   symmpin_comm_lock(cm);
   if (atomic_load(&cm->ended)) {
-    /* Destroyed or aborted by another thread since the lookup: NCCL answers for the handle. */
+    /* Destroyed or aborted by another thread since the lookup, or left to NCCL for good (revoked,
+     * suspended): NCCL answers for the handle. */
     symmpin_comm_unlock(cm);
     p->reason = SYMMPIN_REASON_COMM;
     return false;
@@ -504,6 +648,11 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
       note_rank(r);
       SYMMPIN_INFO("comm %p (ordinal %d): rank %d/%d", cm->handle, cm->ordinal, r, n);
     }
+  }
+  if (cm->passthrough) { /* passed through from the start (comm.h): never an engine */
+    symmpin_comm_unlock(cm);
+    p->reason = SYMMPIN_REASON_COMM;
+    return false;
   }
   int failed = symmpin_comm_async_error(cm);
   if (failed) {
@@ -567,7 +716,8 @@ static void signal_one(symmpin_comm *c, void *arg) {
  * that interrupted it inside symmpin), and another holder gets until the deadline. */
 static void release_one(symmpin_comm *c, void *arg) {
   exit_release *x = arg;
-  if (atomic_load(&c->ended)) return; /* released by its own end (or visited twice) */
+  /* Released by its own end (or visited twice), or never had an engine (passed through). */
+  if (atomic_load(&c->ended) || c->keyless) return;
   if (symmpin_comm_locked_here(c)) {
     x->left++;
     return;

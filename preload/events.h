@@ -38,6 +38,8 @@ typedef enum symmpin_comm_call {
   SYMMPIN_COMM_INIT_RANK_SCALABLE,
   SYMMPIN_COMM_INIT_ALL,
   SYMMPIN_COMM_SPLIT,
+  SYMMPIN_COMM_SHRINK, /* ncclCommShrink's child (NCCL 2.27+): symmpin_event_comm_child */
+  SYMMPIN_COMM_GROW,   /* ncclCommGrow's (NCCL 2.29+): symmpin_event_comm_child */
 } symmpin_comm_call;
 void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi, uint64_t key_lo,
                              int rank, int nranks, int device, bool blocking, int rc);
@@ -47,6 +49,32 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
  * symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, ..) follows on the same thread and takes the
  * parent and color from it. */
 void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_t *lo);
+
+/* After the real ncclCommShrink or ncclCommGrow (`call`): `child` is the new handle (NULL if the
+ * call failed or made none), `parent` the communicator it came from (NULL: a new rank of a Grow).
+ * The ranks of such a child share no key symmpin could derive alike (Shrink's excluded ranks never
+ * call it and Grow's non-root ranks pass no id), so symmpin passes it through for good: an entry
+ * with the reason (comm.h symmpin_comm_register_passthrough), never an engine. */
+void symmpin_event_comm_child(symmpin_comm_call call, void *parent, void *child, int device,
+                              bool blocking, int rc);
+
+/* Calls that change a live communicator's life (NCCL 2.27+; docs/compatibility.md). Before the
+ * real call; `acts`: NCCL acts on the call as its flags say (a revoke with a flag NCCL refuses, a
+ * suspend without NCCL_SUSPEND_MEM change nothing, in NCCL and in symmpin; they are traced): */
+typedef enum symmpin_comm_life {
+  SYMMPIN_COMM_REVOKE,       /* ncclCommRevoke: as NCCL's abort flags, symmpin's kernels of comm
+                                stop; symmpin lets go of it (its pool goes once they have) and
+                                NCCL takes (and refuses) its later calls */
+  SYMMPIN_COMM_SUSPEND,      /* ncclCommSuspend(NCCL_SUSPEND_MEM), collective in NCCL (it waits
+                                for the device): symmpin's kernels finish, symmpin lets go of comm
+                                (its pool goes with NCCL's memory) and leaves it to NCCL for good */
+  SYMMPIN_COMM_RESUME,       /* ncclCommResume: nothing comes back (comm stays with NCCL) */
+  SYMMPIN_COMM_SHRINK_ABORT, /* ncclCommShrink(NCCL_SHRINK_ABORT) on its parent `comm`: as at a
+                                revoke, the parent's kernels stop and it stays with NCCL */
+} symmpin_comm_life;
+void symmpin_event_comm_life(symmpin_comm_life what, void *comm, bool acts);
+/* After it, with its result. */
+void symmpin_event_comm_life_result(symmpin_comm_life what, void *comm, int rc);
 
 typedef enum symmpin_comm_end {
   SYMMPIN_COMM_DESTROY,

@@ -24,6 +24,7 @@ struct symmpin_stats_comm {
   uint32_t planned_sites;
   uint64_t dedicated_bytes, lower_bound_bytes, pool_bytes;
   uint64_t capture_bytes, capture_used_bytes; /* the capture arena, inside pool_bytes */
+  const char *nccl_only; /* why symmpin passes the communicator through (static), or NULL */
   struct symmpin_stats_comm *next;
 };
 
@@ -53,6 +54,13 @@ void symmpin_stats_comm_set_rank(symmpin_stats_comm *sc, int rank, int nranks) {
   pthread_mutex_lock(&sc->lock);
   sc->rank = rank;
   sc->nranks = nranks;
+  pthread_mutex_unlock(&sc->lock);
+}
+
+void symmpin_stats_comm_set_nccl_only(symmpin_stats_comm *sc, const char *why) {
+  if (!sc) return;
+  pthread_mutex_lock(&sc->lock);
+  sc->nccl_only = why;
   pthread_mutex_unlock(&sc->lock);
 }
 
@@ -239,6 +247,7 @@ void symmpin_stats_print(FILE *f) {
     if (c->has_pool && c->capture_bytes)
       fprintf(f, "; capture arena %" PRIu64 " B of it, %" PRIu64 " B used", c->capture_bytes,
               c->capture_used_bytes);
+    if (c->nccl_only) fprintf(f, "; NCCL only: %s", c->nccl_only);
     fprintf(f, "\n  %-18s %10s %-5s %-4s %10s %14s %10s %10s %22s  %s\n", "site", "count", "type",
             "op", "calls", "bytes", "symmpin", "nccl", "slot (offset+bytes)", "nccl reasons");
     for (stats_site *s = c->sites; s; s = s->hh.next) {
@@ -292,6 +301,10 @@ void symmpin_stats_write_json(FILE *f) {
                  ", \"capture_bytes\": %" PRIu64 ", \"capture_used_bytes\": %" PRIu64 "}",
               c->planned_sites, c->dedicated_bytes, c->lower_bound_bytes, c->pool_bytes,
               c->capture_bytes, c->capture_used_bytes);
+    if (c->nccl_only) {
+      fprintf(f, ", \"nccl_only\": ");
+      json_str(f, c->nccl_only);
+    }
     fprintf(f, ", \"sites\": [");
     for (stats_site *s = c->sites; s; s = s->hh.next) {
       fprintf(f, "%s\n    {\"site\": \"0x%016" PRIx64 "\", \"count\": %" PRIu64

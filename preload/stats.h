@@ -21,6 +21,10 @@ symmpin_stats_comm *symmpin_stats_comm_open(int ordinal, int rank, int nranks, i
 /* Rank and size learned later (splits, non-blocking inits). */
 void symmpin_stats_comm_set_rank(symmpin_stats_comm *sc, int rank, int nranks);
 
+/* symmpin passes the communicator through for good, and why (a static string): printed with it
+ * (SYMMPIN_STATS) and written as "nccl_only" (SYMMPIN_STATS_FILE). */
+void symmpin_stats_comm_set_nccl_only(symmpin_stats_comm *sc, const char *why);
+
 /* One all-reduce at `site`: taken by symmpin (reason == SYMMPIN_REASON_NONE) or by NCCL. */
 void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
                           symmpin_reason reason);

@@ -11,6 +11,7 @@
 
 #include "fake_control.h"
 #include "fake_counters.h"
+#include "interpose/nccl_compat.h" /* the 2.27-2.29 calls, also where nccl.h is older */
 
 #define FAKE_COMM_MAGIC 0x46414b45u /* "FAKE" */
 
@@ -20,6 +21,7 @@ struct ncclComm {
   int blocking;
   int inprogress_left;
   int finalized;
+  int revoked, suspended; /* ncclCommRevoke, ncclCommSuspend(NCCL_SUSPEND_MEM): calls refused */
 };
 
 static fake_counters counters = FAKE_COUNTERS_INIT;
@@ -136,6 +138,66 @@ static ncclResult_t end_comm(const char *fn, ncclComm_t comm, int free_it) {
   return ncclSuccess;
 }
 
+/* The 2.27-2.29 calls, as NCCL documents them: excluded ranks never call ncclCommShrink (the child
+ * has the others, renumbered); a revoked or suspended communicator refuses collectives
+ * (ncclInvalidUsage) until a resume; a grown child has the new size. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  (void)shrinkFlags;
+  int rc = fake_enter(&counters, "ncclCommShrink");
+  if (rc) return (ncclResult_t)rc;
+  if (!valid(comm) || !newcomm || !excludeRanksList || excludeRanksCount <= 0 ||
+      excludeRanksCount >= comm->nranks)
+    return ncclInvalidArgument;
+  int below = 0;
+  for (int i = 0; i < excludeRanksCount; i++) {
+    if (excludeRanksList[i] == comm->rank) return ncclInvalidArgument;
+    below += excludeRanksList[i] < comm->rank;
+  }
+  ncclResult_t r = make_comm(newcomm, comm->nranks - excludeRanksCount, comm->rank - below,
+                             blocking_of(config));
+  if (r == ncclSuccess || r == ncclInProgress) (*newcomm)->device = comm->device;
+  return r;
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  int rc = fake_enter(&counters, "ncclCommRevoke");
+  if (rc) return (ncclResult_t)rc;
+  if (!comm) return ncclSuccess;
+  if (!valid(comm) || revokeFlags != NCCL_REVOKE_DEFAULT || comm->revoked || comm->finalized)
+    return ncclInvalidArgument;
+  comm->revoked = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config) {
+  int rc = fake_enter(&counters, "ncclCommGrow");
+  if (rc) return (ncclResult_t)rc;
+  if (!newcomm || nRanks <= 0 || (comm && (!valid(comm) || nRanks <= comm->nranks || rank != -1)) ||
+      (!comm && (!uniqueId || rank < 0)))
+    return ncclInvalidArgument;
+  ncclResult_t r = make_comm(newcomm, nRanks, comm ? comm->rank : rank, blocking_of(config));
+  if (comm && (r == ncclSuccess || r == ncclInProgress)) (*newcomm)->device = comm->device;
+  return r;
+}
+
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  int rc = fake_enter(&counters, "ncclCommSuspend");
+  if (rc) return (ncclResult_t)rc;
+  if (!valid(comm)) return ncclInvalidArgument;
+  if (flags & NCCL_SUSPEND_MEM) comm->suspended = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommResume(ncclComm_t comm) {
+  int rc = fake_enter(&counters, "ncclCommResume");
+  if (rc) return (ncclResult_t)rc;
+  if (!valid(comm)) return ncclInvalidArgument;
+  comm->suspended = 0;
+  return ncclSuccess;
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return end_comm("ncclCommFinalize", comm, 0); }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return end_comm("ncclCommDestroy", comm, 1); }
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return end_comm("ncclCommAbort", comm, 1); }
@@ -216,6 +278,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
   int rc = fake_enter(&counters, "ncclAllReduce");
   if (rc) return (ncclResult_t)rc;
   if (!valid(comm) || comm->finalized) return ncclInvalidArgument;
+  if (comm->revoked || comm->suspended) return ncclInvalidUsage;
   if (!send || !recv) return ncclInvalidArgument;
   int n = comm->nranks;
   if (op == ncclSum && dtype == ncclFloat32) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fake_control.h"
+#include "interpose/nccl_compat.h" /* the 2.27-2.29 calls, also where nccl.h is older */
 
 static int failures;
 #define CHECK(cond, ...)                                                                           \
@@ -219,6 +220,58 @@ static void initall(void) {
   for (int r = 0; r < 3; r++) ncclCommDestroy(comms[r]);
 }
 
+/* The calls that change a communicator's life (NCCL 2.27-2.29), with the fake NCCL's answers: a
+ * revoked communicator refuses collectives, a suspended one until it is resumed; children of
+ * Shrink and Grow work. test_interpose.c "life" checks what symmpin makes of them (trace, stats). */
+static void life(void) {
+  float buf[64];
+  fill(buf, 64, 1.0f);
+  ncclUniqueId id;
+  ncclComm_t revoked, suspended, parent, shrunk, shrunk2, grown, split_of_child;
+  ncclGetUniqueId(&id);
+  CHECK(ncclCommInitRank(&revoked, 2, id, 1) == ncclSuccess, "init");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, revoked, NULL) == ncclSuccess, "ar");
+  CHECK(ncclCommRevoke(revoked, 1) == ncclInvalidArgument, "revoke with a flag NCCL refuses");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, revoked, NULL) == ncclSuccess,
+        "not revoked by a refused call");
+  CHECK(ncclCommRevoke(revoked, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, revoked, NULL) == ncclInvalidUsage,
+        "what NCCL says after a revoke");
+  CHECK(ncclCommDestroy(revoked) == ncclSuccess, "destroy revoked");
+
+  ncclGetUniqueId(&id);
+  CHECK(ncclCommInitRank(&suspended, 2, id, 1) == ncclSuccess, "init");
+  CHECK(ncclCommSuspend(suspended, NCCL_SUSPEND_MEM) == ncclSuccess, "suspend");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, suspended, NULL) == ncclInvalidUsage,
+        "what NCCL says while suspended");
+  CHECK(ncclCommResume(suspended) == ncclSuccess, "resume");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, suspended, NULL) == ncclSuccess,
+        "resumed");
+  CHECK(ncclCommDestroy(suspended) == ncclSuccess, "destroy suspended");
+
+  ncclGetUniqueId(&id);
+  CHECK(ncclCommInitRank(&parent, 4, id, 2) == ncclSuccess, "init");
+  int excluded[] = {0};
+  CHECK(ncclCommShrink(parent, excluded, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT) == ncclSuccess,
+        "shrink");
+  int r = -1, n = -1;
+  ncclCommUserRank(shrunk, &r);
+  ncclCommCount(shrunk, &n);
+  CHECK(r == 1 && n == 3, "shrunk rank %d of %d", r, n);
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, shrunk, NULL) == ncclSuccess, "ar");
+  CHECK(ncclCommSplit(shrunk, 0, 0, &split_of_child, NULL) == ncclSuccess, "split of a child");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, split_of_child, NULL) == ncclSuccess,
+        "ar");
+  CHECK(ncclCommShrink(parent, excluded, 1, &shrunk2, NULL, NCCL_SHRINK_ABORT) == ncclSuccess,
+        "shrink with abort");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, parent, NULL) == ncclSuccess,
+        "the parent still works in NCCL");
+  CHECK(ncclCommGrow(shrunk2, 5, NULL, -1, &grown, NULL) == ncclSuccess, "grow");
+  CHECK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclMax, grown, NULL) == ncclSuccess, "ar");
+  ncclComm_t all[] = {split_of_child, grown, shrunk2, shrunk, parent};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ncclCommDestroy(all[i]);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s basic|errors|reentrant|threads|nonblocking|initall\n", argv[0]);
@@ -231,6 +284,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "threads")) threads();
   else if (!strcmp(s, "nonblocking")) nonblocking();
   else if (!strcmp(s, "initall")) initall();
+  else if (!strcmp(s, "life")) life();
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

@@ -4,7 +4,10 @@
  *               libtorch_cuda): its ncclAllReduce reaches symmpin's wrapper, which must find the
  *               fake NCCL through RTLD_NOLOAD because RTLD_NEXT cannot see it;
  *   nonccl      call ncclAllReduce (symmpin's, found with RTLD_DEFAULT) with no NCCL loaded at
- *               all: it must fail with ncclSystemError, not crash.
+ *               all: it must fail with ncclSystemError, not crash;
+ *   lifecalls   the same for the calls of NCCL 2.27-2.29 that symmpin wraps (what a program sees
+ *               when the loaded NCCL lacks them): "<name> rc=<n>" each, "no <name>" if symmpin
+ *               does not export it.
  * Prints "rc=<n> value=<v>" and exits 0 when it got as far as the call. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -36,6 +39,34 @@ int main(int argc, char **argv) {
     printf("rc=%d value=%g\n", rc, (double)buf[0]);
     return 0;
   }
-  fprintf(stderr, "usage: %s local LIB | nonccl\n", argv[0]);
+  if (argc >= 2 && !strcmp(argv[1], "lifecalls")) {
+    void *comm = (void *)0x1000, *child = NULL;
+    int excluded[1] = {0};
+    void *f;
+    if ((f = dlsym(RTLD_DEFAULT, "ncclCommShrink")))
+      printf("ncclCommShrink rc=%d\n", ((int (*)(void *, int *, int, void **, void *, int))f)(
+                                           comm, excluded, 1, &child, NULL, 0));
+    else
+      printf("no ncclCommShrink\n");
+    if ((f = dlsym(RTLD_DEFAULT, "ncclCommRevoke")))
+      printf("ncclCommRevoke rc=%d\n", ((int (*)(void *, int))f)(comm, 0));
+    else
+      printf("no ncclCommRevoke\n");
+    if ((f = dlsym(RTLD_DEFAULT, "ncclCommGrow")))
+      printf("ncclCommGrow rc=%d\n", ((int (*)(void *, int, const void *, int, void **, void *))f)(
+                                         comm, 3, NULL, -1, &child, NULL));
+    else
+      printf("no ncclCommGrow\n");
+    if ((f = dlsym(RTLD_DEFAULT, "ncclCommSuspend")))
+      printf("ncclCommSuspend rc=%d\n", ((int (*)(void *, int))f)(comm, 1));
+    else
+      printf("no ncclCommSuspend\n");
+    if ((f = dlsym(RTLD_DEFAULT, "ncclCommResume")))
+      printf("ncclCommResume rc=%d\n", ((int (*)(void *))f)(comm));
+    else
+      printf("no ncclCommResume\n");
+    return 0;
+  }
+  fprintf(stderr, "usage: %s local LIB | nonccl | lifecalls\n", argv[0]);
   return 2;
 }

@@ -634,3 +634,79 @@ Test(preloaded, stats_and_trace_name_a_library_caller, .timeout = 30) {
             "%s", json);
   symmpin_trace_file_free(&tf);
 }
+
+/* ---- the calls of NCCL 2.27-2.29 that change a communicator's life ---- */
+
+/* Revoke, Suspend/Resume, Shrink (also with NCCL_SHRINK_ABORT) and Grow reach symmpin, which leaves
+ * each affected communicator to NCCL for good and says why (the statistics' "nccl_only"); the
+ * children of Shrink and Grow, and a split of such a child, pass through from the start (no
+ * ordinal); NCCL's own answers reach the program unchanged (a revoked or suspended communicator
+ * refuses all-reduces: checked by fake_app). Without the wrappers, symmpin never hears of these
+ * calls: no trace events, and the statistics know nothing of the children. */
+Test(preloaded, life_calls_leave_communicators_to_nccl, .timeout = 30) {
+  run_ctx x;
+  char stats_env[512];
+  spawn_tmpdir(x.dir, sizeof x.dir);
+  snprintf(stats_env, sizeof stats_env, "SYMMPIN_STATS_FILE=%s/stats.json", x.dir);
+  snprintf(x.trace_env, sizeof x.trace_env, "SYMMPIN_TRACE=%s/trace.%%r.%%p", x.dir);
+  const char *env[] = {stats_env, x.trace_env, NULL};
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_APP"), "life", NULL};
+  cr_assert(spawn_run(argv, env, true, &x.r));
+  cr_assert_eq(x.r.status, 0, "%s", x.r.out);
+  char path[512];
+  cr_assert(spawn_find(x.dir, "stats.json", path, sizeof path), "%s", x.r.out);
+  FILE *f = fopen(path, "r");
+  static char json[65536];
+  size_t n = fread(json, 1, sizeof json - 1, f);
+  json[n] = '\0';
+  fclose(f);
+  cr_expect(strstr(json, "\"ordinal\": 0, \"rank\": 1, \"nranks\": 2, \"device\": 0, "
+                         "\"nccl_only\": \"revoked (ncclCommRevoke)\""), "%s", json);
+  cr_expect(strstr(json, "\"ordinal\": 1, \"rank\": 1, \"nranks\": 2, \"device\": 0, "
+                         "\"nccl_only\": \"suspended (ncclCommSuspend)"), "%s", json);
+  cr_expect(strstr(json, "\"ordinal\": 2, \"rank\": 2, \"nranks\": 4, \"device\": 0, "
+                         "\"nccl_only\": \"its operations aborted by ncclCommShrink"), "%s", json);
+  cr_expect(strstr(json, "\"ordinal\": -1, \"rank\": 1, \"nranks\": 3, \"device\": 0, "
+                         "\"nccl_only\": \"made by ncclCommShrink"), "%s", json);
+  cr_expect(strstr(json, "\"nccl_only\": \"a split of a communicator symmpin passes through\""),
+            "%s", json);
+  cr_expect(strstr(json, "\"ordinal\": -1, \"rank\": 1, \"nranks\": 5, \"device\": 0, "
+                         "\"nccl_only\": \"made by ncclCommGrow"), "%s", json);
+
+  symmpin_trace_file tf;
+  read_trace(&x, &tf);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_REVOKE), 2, "the refused revoke is traced too");
+  cr_expect_eq(nth(&tf, SYMMPIN_TRACE_COMM_REVOKE, 0)->rc, 4 /* ncclInvalidArgument */);
+  cr_expect_eq(nth(&tf, SYMMPIN_TRACE_COMM_REVOKE, 1)->rc, 0);
+  cr_expect_eq(nth(&tf, SYMMPIN_TRACE_COMM_REVOKE, 1)->comm, 0);
+  cr_expect_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_SUSPEND), 1);
+  cr_expect_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_RESUME), 1);
+  cr_assert_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_SHRINK), 2);
+  cr_expect_eq(nth(&tf, SYMMPIN_TRACE_COMM_SHRINK, 0)->parent, 2);
+  cr_expect_eq(nth(&tf, SYMMPIN_TRACE_COMM_SHRINK, 0)->comm, -1);
+  cr_expect_eq(count_calls(&tf, SYMMPIN_TRACE_COMM_GROW), 1);
+  /* What the program got is what NCCL said: the all-reduce after the revoke, refused. */
+  size_t refused = 0;
+  for (size_t i = 0; i < tf.nevents; i++)
+    refused += tf.events[i].call == SYMMPIN_TRACE_ALL_REDUCE && tf.events[i].rc == 5;
+  cr_expect_eq(refused, 2, "ncclInvalidUsage after the revoke and while suspended");
+  symmpin_trace_file_free(&tf);
+}
+
+/* A call of these the loaded NCCL lacks (here: no NCCL at all, found through RTLD_DEFAULT as a
+ * program built against a newer NCCL would) fails with ncclSystemError and one WARN naming it. */
+Test(preloaded, life_calls_the_nccl_lacks_fail_cleanly, .timeout = 30) {
+  spawn_result r;
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "lifecalls", NULL};
+  cr_assert(spawn_run(argv, NULL, true, &r));
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  const char *names[] = {"ncclCommShrink", "ncclCommRevoke", "ncclCommGrow", "ncclCommSuspend",
+                         "ncclCommResume"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char want[96];
+    snprintf(want, sizeof want, "%s rc=2", names[i]);
+    cr_expect(strstr(r.out, want), "%s: %s", names[i], r.out);
+    snprintf(want, sizeof want, "cannot find the real %s", names[i]);
+    cr_expect(strstr(r.out, want), "%s: %s", names[i], r.out);
+  }
+}

@@ -200,10 +200,14 @@ Test(events, split_keys_and_lazy_ranks) {
   cr_assert_eq(s1->device, 1);
   cr_assert_eq(s0->rank, -1);
 
-  /* A split of an unknown parent is left to NCCL (no entry). */
+  /* A split of an unknown parent is left to NCCL: an entry that passes through, no ordinal (so
+   * that a stale entry of its handle is replaced, never served). */
   symmpin_event_comm_split_key((void *)0x999, 1, &h2, &l2);
   symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, (void *)0x500, h2, l2, -1, -1, 0, true, 0);
-  cr_assert_null(symmpin_comm_find((void *)0x500));
+  symmpin_comm *unknown = symmpin_comm_find((void *)0x500);
+  cr_assert_not_null(unknown);
+  cr_assert_eq(unknown->ordinal, -1);
+  cr_assert_not_null(unknown->passthrough);
 
   /* Rank learned at the first all-reduce that NCCL answers. */
   symmpin_allreduce_call call = {.send = (void *)0x1, .recv = (void *)0x1, .count = 4, .dtype = 7, .op = 0, .comm = (void *)0x300, .stream = NULL, .stack = 1};
@@ -607,4 +611,151 @@ Test(events, a_simulated_group_end_drops_the_held_calls) {
   cr_assert_eq(stand_in_flushes, 1, "the next group launches at its end");
   cr_assert_eq(stand_in_drops, 1);
   stand_in_hold = false;
+}
+
+/* ---- the calls of NCCL 2.27-2.29 that change a communicator's life (events.h) ---- */
+
+static int taken_by_engine(void *h, size_t count) {
+  symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = count, .dtype = 7,
+                                 .comm = h, .stack = 1};
+  int rc = -1;
+  stand_in_take_count = count;
+  uint64_t before = stand_in_last_index;
+  stand_in_last_index = 0;
+  bool taken = symmpin_event_allreduce(&call, &rc);
+  if (!taken) symmpin_event_allreduce_result(&call, 0);
+  bool seen = stand_in_last_index != 0;
+  stand_in_last_index = before;
+  return taken ? 2 : seen ? 1 : 0; /* 2 taken, 1 the engine saw it, 0 it never did */
+}
+
+/* ncclCommRevoke stops NCCL's in-flight operations first thing: symmpin's kernels of that
+ * communicator are told to stop too, before anything waits (abort word, aborting), the engine is
+ * abandoned (its pool goes once they have given up), and from then on NCCL answers every call
+ * (the engine never sees one again). An abort is no error of symmpin's. */
+Test(events, a_revoke_stops_the_kernels_and_leaves_the_communicator_to_nccl) {
+  void *h = (void *)0xd1;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 51, 52, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find(h);
+  static volatile uint32_t abort_word;
+  atomic_store(&c->kernel_abort, &abort_word);
+  cr_assert_eq(taken_by_engine(h, 8), 2, "redirected before the revoke");
+  symmpin_event_comm_life(SYMMPIN_COMM_REVOKE, h, true);
+  cr_expect_eq(abort_word, 1, "the kernels were not told to stop");
+  cr_expect(atomic_load(&c->aborting), "the agreement's waits were not told to stop");
+  cr_expect_eq(stand_in_releases, 1, "the engine was not let go");
+  symmpin_event_comm_life_result(SYMMPIN_COMM_REVOKE, h, 0);
+  cr_expect_eq(taken_by_engine(h, 8), 0, "a revoked communicator's call reached the engine");
+  cr_expect_eq(symmpin_event_comm_async_error(h), 0);
+  /* Its end later: nothing more to let go. */
+  symmpin_event_comm_end(SYMMPIN_COMM_DESTROY, h);
+  symmpin_event_comm_end_result(SYMMPIN_COMM_DESTROY, h, 0);
+  cr_expect_null(symmpin_comm_find(h));
+}
+
+/* A revoke NCCL would refuse for its flags changes nothing; one NCCL refuses after symmpin had
+ * stopped the kernels (NCCL refuses a valid revoke only when it is broken) is an error the program
+ * sees, instead of calls whose kernels gave up; a communicator that ended already (finalized: its
+ * kernels were left to finish) is not stopped. */
+Test(events, a_revoke_nccl_refuses_is_an_error_or_changes_nothing) {
+  void *h = (void *)0xd2;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 53, 54, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find(h);
+  static volatile uint32_t abort_word;
+  atomic_store(&c->kernel_abort, &abort_word);
+  symmpin_event_comm_life(SYMMPIN_COMM_REVOKE, h, false);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_REVOKE, h, 4 /* ncclInvalidArgument */);
+  cr_expect_eq(abort_word, 0);
+  cr_expect_eq(taken_by_engine(h, 8), 2, "still redirected");
+  symmpin_event_comm_life(SYMMPIN_COMM_REVOKE, h, true);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_REVOKE, h, 3 /* ncclInternalError */);
+  cr_expect_eq(symmpin_event_comm_async_error(h), SYMMPIN_NCCL_REMOTE_ERROR);
+
+  void *f = (void *)0xd3;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, f, 55, 56, 0, 2, 0, true, 0);
+  symmpin_comm *cf = symmpin_comm_find(f);
+  static volatile uint32_t abort_f;
+  atomic_store(&cf->kernel_abort, &abort_f);
+  symmpin_event_comm_end(SYMMPIN_COMM_FINALIZE, f);
+  symmpin_event_comm_end_result(SYMMPIN_COMM_FINALIZE, f, 0);
+  symmpin_event_comm_life(SYMMPIN_COMM_REVOKE, f, true);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_REVOKE, f, 4);
+  cr_expect_eq(abort_f, 0, "a finalized communicator's kernels were stopped");
+  cr_expect_eq(symmpin_event_comm_async_error(f), 0);
+}
+
+/* ncclCommSuspend(NCCL_SUSPEND_MEM) waits for the device in NCCL, on every rank: symmpin's kernels
+ * are let finish (no abort word), the engine is let go and its pool drained once NCCL returns,
+ * and the communicator stays with NCCL for good, resumed or not. A suspend without that flag
+ * suspends nothing. */
+Test(events, a_suspend_lets_the_kernels_finish_and_leaves_the_communicator_to_nccl) {
+  void *h = (void *)0xd4;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 57, 58, 0, 2, 0, true, 0);
+  symmpin_comm *c = symmpin_comm_find(h);
+  static volatile uint32_t abort_word;
+  atomic_store(&c->kernel_abort, &abort_word);
+  symmpin_event_comm_life(SYMMPIN_COMM_SUSPEND, h, false);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_SUSPEND, h, 0);
+  cr_expect_eq(taken_by_engine(h, 8), 2, "a suspend without NCCL_SUSPEND_MEM changed something");
+  stand_in_drains = 0;
+  symmpin_event_comm_life(SYMMPIN_COMM_SUSPEND, h, true);
+  cr_expect_eq(stand_in_releases, 1);
+  cr_expect_eq(abort_word, 0, "a suspend stopped kernels NCCL lets finish");
+  cr_expect(!atomic_load(&c->aborting));
+  symmpin_event_comm_life_result(SYMMPIN_COMM_SUSPEND, h, 0);
+  cr_expect_geq(stand_in_drains, 1, "the pool was not drained after NCCL's suspend");
+  cr_expect_eq(taken_by_engine(h, 8), 0);
+  symmpin_event_comm_life(SYMMPIN_COMM_RESUME, h, true);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_RESUME, h, 0);
+  cr_expect_eq(taken_by_engine(h, 8), 0, "resumed into symmpin");
+  cr_expect_eq(stand_in_releases, 1);
+}
+
+/* Children of ncclCommShrink and ncclCommGrow pass through from the start: an entry without an
+ * ordinal (the served communicators' ordinals stay the same on every rank, whether or not a rank
+ * made the child), never an engine, and a split of one passes through too. A stale entry of a
+ * reused handle is replaced, never served. NCCL_SHRINK_ABORT stops the parent's kernels and
+ * leaves the parent to NCCL. */
+Test(events, children_of_shrink_and_grow_pass_through) {
+  void *parent = (void *)0xd5, *child = (void *)0xd6, *grown = (void *)0xd7;
+  void *split = (void *)0xd8;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, parent, 61, 62, 1, 4, 2, true, 0);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, child, 63, 64, 0, 2, 0, true, 0); /* stale */
+  symmpin_comm *p = symmpin_comm_find(parent);
+  int next_ordinal = symmpin_comm_find(child)->ordinal + 1;
+  stand_in_releases = 0;
+  symmpin_event_comm_child(SYMMPIN_COMM_SHRINK, parent, child, 0, true, 0);
+  cr_expect_eq(stand_in_releases, 1, "the stale entry of the reused handle was not let go");
+  symmpin_comm *c = symmpin_comm_find(child);
+  cr_assert_not_null(c);
+  cr_expect_eq(c->ordinal, -1);
+  cr_expect_eq(c->device, 2, "the parent's device");
+  cr_expect_not_null(c->passthrough);
+  stand_in_comm_rank = 0;
+  stand_in_comm_nranks = 3;
+  cr_expect_eq(taken_by_engine(child, 8), 0, "a child of Shrink reached the engine");
+  cr_expect_eq(c->nranks, 3, "its size is still learned (statistics)");
+
+  uint64_t hi, lo;
+  symmpin_event_comm_split_key(child, 0, &hi, &lo);
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, split, hi, lo, -1, -1, 0, true, 0);
+  symmpin_comm *s = symmpin_comm_find(split);
+  cr_assert_not_null(s);
+  cr_expect_eq(s->ordinal, -1);
+  cr_expect_eq(taken_by_engine(split, 8), 0, "a split of a child reached the engine");
+
+  symmpin_event_comm_child(SYMMPIN_COMM_GROW, NULL, grown, 1, true, 0);
+  cr_expect_eq(symmpin_comm_find(grown)->ordinal, -1);
+  cr_expect_eq(taken_by_engine(grown, 8), 0, "a child of Grow reached the engine");
+  /* None of them took an ordinal: the next communicator symmpin serves gets the next one. */
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0xd9, 65, 66, 0, 2, 0, true, 0);
+  cr_expect_eq(symmpin_comm_find((void *)0xd9)->ordinal, next_ordinal);
+
+  static volatile uint32_t parent_abort;
+  atomic_store(&p->kernel_abort, &parent_abort);
+  cr_expect_eq(taken_by_engine(parent, 8), 2);
+  symmpin_event_comm_life(SYMMPIN_COMM_SHRINK_ABORT, parent, true);
+  symmpin_event_comm_life_result(SYMMPIN_COMM_SHRINK_ABORT, parent, 0);
+  cr_expect_eq(parent_abort, 1, "NCCL_SHRINK_ABORT did not stop the parent's kernels");
+  cr_expect_eq(taken_by_engine(parent, 8), 0);
 }
