@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -56,9 +57,13 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "board words must be lock-free to wo
 /* posix_fallocate of at most a few hundred KiB: EINTR means a signal came in, so try again, but
  * never forever under a stream of signals. */
 #define BOARD_EINTR_TRIES 100
-/* The stale-board sweep (once per process): at most this many directory entries are looked at,
- * and at most this many symmpin boards are examined, so that a crowded /dev/shm costs little. */
-#define BOARD_SWEEP_ENTRIES 4096
+/* The stale-board sweep (once per process): at most this many directory entries are read, and at
+ * most this many names of this user's that look like boards are examined, so that a crowded
+ * /dev/shm costs little. Other users' names do not count towards the second bound (another local
+ * user must not be able to keep this user's dead boards from being removed), only towards the
+ * first, which is high: a directory entry costs a readdir step and, for a board-like name, one
+ * fstatat. */
+#define BOARD_SWEEP_ENTRIES 65536
 #define BOARD_SWEEP_BOARDS 128
 
 /* A process as /proc shows it: pid, start time (clock ticks after boot, field 22 of
@@ -373,6 +378,38 @@ static symmpin_status board_reserve(int fd, const char *name, size_t off, size_t
 
 /* ---- stale boards ----------------------------------------------------------------------- */
 
+/* Whether a name in /dev/shm could be a board: the prefix and 32 hex digits (board_name). */
+static bool board_name_like(const char *ent) {
+  const size_t plen = strlen(BOARD_NAME_PREFIX);
+  if (strncmp(ent, BOARD_NAME_PREFIX, plen) != 0 || strlen(ent) != plen + 32) return false;
+  for (const char *c = ent + plen; *c; c++)
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return false;
+  return true;
+}
+
+/* A name whose creator never wrote the magic (open at fd, fstat `st`): stale when its creator is
+ * gone. The creator holds an exclusive flock on the file from right after its exclusive create
+ * until the magic is written (symmpin_board_open), and the lock goes with the creator's process;
+ * so a file nobody holds the lock of, that still has no magic, was abandoned -- unless its
+ * creator is in the few instructions between its create and its flock, which the age rule covers:
+ * such a file is not touched until it is BOARD_OPEN_WAIT_MS old (an opener waiting for its magic
+ * gives up then as well). A child that inherited the creator's descriptor across a fork holds the
+ * lock too: such a name stays until that child is gone. */
+static bool board_creation_abandoned(int fd, const struct stat *st) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  int64_t age_ms = ((int64_t)now.tv_sec - (int64_t)st->st_mtim.tv_sec) * 1000 +
+                   ((int64_t)now.tv_nsec - (int64_t)st->st_mtim.tv_nsec) / 1000000;
+  if (age_ms < (int64_t)BOARD_OPEN_WAIT_MS) return false;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return false; /* its creator is still at work */
+  uint64_t magic = 0;
+  /* Still no magic now that nobody can be writing it (a short file: none at all). */
+  bool abandoned =
+      board_pread_full(fd, &magic, sizeof magic, offsetof(struct board_hdr, magic)) != 0 || !magic;
+  flock(fd, LOCK_UN);
+  return abandoned;
+}
+
 /* Whether the file open at fd (found as `ent` in /dev/shm, lstat `lst`) is a board of this user
  * whose every recorded process (its creator and each attached rank's) is gone. Anything that is
  * not plainly such a board, or that /proc cannot judge, is left alone. */
@@ -382,11 +419,14 @@ static bool board_file_stale(int fd, const char *ent, const struct stat *lst, ui
   if (fstat(fd, &st) != 0 || st.st_dev != lst->st_dev || st.st_ino != lst->st_ino ||
       !board_stat_trusted(&st, euid))
     return false;
-  uint64_t magic;
-  struct board_ident id;
+  uint64_t magic = 0;
   if (board_pread_full(fd, &magic, sizeof magic, offsetof(struct board_hdr, magic)) != 0 ||
-      board_pread_full(fd, &id, sizeof id, offsetof(struct board_hdr, id)) != 0)
-    return false;
+      magic == 0) {
+    *creator_pid = 0;
+    return board_creation_abandoned(fd, &st);
+  }
+  struct board_ident id;
+  if (board_pread_full(fd, &id, sizeof id, offsetof(struct board_hdr, id)) != 0) return false;
   if (magic != BOARD_MAGIC || id.nranks < 1 || id.nranks > BOARD_MAX_RANKS) return false;
   symmpin_comm_key key = {id.key_hi, id.key_lo};
   struct board_ident want;
@@ -421,11 +461,12 @@ static bool board_file_stale(int fd, const char *ent, const struct stat *lst, ui
 static atomic_int board_swept;
 
 /* Removes boards that jobs of this user left behind when they died before every rank attached
- * (once all attached, the name is gone already). Once per process, when it first opens a board;
- * bounded in entries and boards examined. Never follows links, and only removes what
- * board_file_stale proved stale, after checking that the name still is the file it examined. A
- * rank that attaches between the check and the unlink joins a board whose creator is dead: its
- * job is lost anyway, and its agreement times out as it would have. */
+ * (once all attached, the name is gone already), and names whose creator died before it wrote
+ * the magic. Once per process, when it first opens a board; bounded in entries read and in this
+ * user's names examined. Never follows links, and only removes what board_file_stale proved
+ * stale, after checking that the name still is the file it examined. A rank that attaches between
+ * the check and the unlink joins a board whose creator is dead: its job is lost anyway, and its
+ * agreement times out as it would have. */
 static void board_sweep(void) {
   if (atomic_exchange(&board_swept, 1)) return;
   uint64_t my_pidns = board_pidns_self();
@@ -438,16 +479,15 @@ static void board_sweep(void) {
     return;
   }
   uid_t euid = geteuid();
-  const size_t plen = strlen(BOARD_NAME_PREFIX);
-  int entries = 0, boards = 0;
+  int entries = 0, mine = 0;
   struct dirent *e;
-  while (entries++ < BOARD_SWEEP_ENTRIES && boards < BOARD_SWEEP_BOARDS && (e = readdir(d))) {
-    if (strncmp(e->d_name, BOARD_NAME_PREFIX, plen) != 0 || strlen(e->d_name) != plen + 32)
-      continue;
-    boards++;
+  while (entries++ < BOARD_SWEEP_ENTRIES && mine < BOARD_SWEEP_BOARDS && (e = readdir(d))) {
+    if (!board_name_like(e->d_name)) continue;
     struct stat lst;
-    if (fstatat(dfd, e->d_name, &lst, AT_SYMLINK_NOFOLLOW) != 0 || !board_stat_trusted(&lst, euid))
-      continue;
+    /* Another user's name is not this user's to judge, and counts for nothing. */
+    if (fstatat(dfd, e->d_name, &lst, AT_SYMLINK_NOFOLLOW) != 0 || lst.st_uid != euid) continue;
+    mine++;
+    if (!board_stat_trusted(&lst, euid)) continue;
     int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) continue;
     uint32_t creator = 0;
@@ -457,9 +497,14 @@ static void board_sweep(void) {
     if (!stale || fstatat(dfd, e->d_name, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
         now.st_dev != lst.st_dev || now.st_ino != lst.st_ino)
       continue;
-    if (unlinkat(dfd, e->d_name, 0) == 0)
-      SYMMPIN_INFO("board " BOARD_SHM_DIR "/%s: removed, left behind by pid %u, which is gone",
-                   e->d_name, (unsigned)creator);
+    if (unlinkat(dfd, e->d_name, 0) == 0) {
+      if (creator)
+        SYMMPIN_INFO("board " BOARD_SHM_DIR "/%s: removed, left behind by pid %u, which is gone",
+                     e->d_name, (unsigned)creator);
+      else
+        SYMMPIN_INFO("board " BOARD_SHM_DIR "/%s: removed, its creator died before it was "
+                     "initialized", e->d_name);
+    }
   }
   closedir(d);
 }
@@ -636,6 +681,12 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
   if (st != SYMMPIN_OK) goto fail_free;
 
   if (creator) {
+    /* Held until the magic is written: a sweep tells a creator at work from one that died here
+     * (board_creation_abandoned). A sweep holds it only for a moment; never wait for ever. */
+    uint64_t lock_deadline = board_now_ms() + BOARD_OPEN_WAIT_MS;
+    unsigned lock_iter = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0 && board_now_ms() < lock_deadline)
+      board_backoff(&lock_iter);
     /* Header and rank records first, then the size: an opener maps only once the size covers
      * the header. Blob areas stay sparse; each rank reserves its own as it posts. */
     st = board_reserve(fd, b->name, 0, board_blobs_offset(nranks));
@@ -671,6 +722,7 @@ symmpin_status symmpin_board_open(symmpin_comm_key key, int rank, int nranks, sy
     id.creator = me;
     b->hdr->id = id;
     atomic_store_explicit(&b->hdr->magic, BOARD_MAGIC, memory_order_release);
+    flock(fd, LOCK_UN);
   } else {
     st = board_wait_magic(b->hdr, b->name);
     if (st == SYMMPIN_OK) st = board_check_header(b, fd, key);

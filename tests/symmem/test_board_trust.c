@@ -25,7 +25,20 @@
 static int fallocate_errno, fallocate_fails;
 static int fallocate_calls;
 
+/* A creator that dies or stops at its first reservation, between its exclusive create and the
+ * magic (what a kill at that moment leaves): fallocate_die exits the process there,
+ * fallocate_block_fd (a pipe's read end) waits there for a byte. */
+static int fallocate_die;
+static int fallocate_block_fd = -1;
+
 static int test_posix_fallocate(int fd, off_t off, off_t len) {
+  if (fallocate_die) _exit(0);
+  if (fallocate_block_fd >= 0) {
+    char x;
+    while (read(fallocate_block_fd, &x, 1) < 0 && errno == EINTR) {
+    }
+    fallocate_block_fd = -1;
+  }
   fallocate_calls++;
   if (fallocate_fails != 0) {
     if (fallocate_fails > 0) fallocate_fails--;
@@ -526,4 +539,126 @@ Test(board_trust, boards_of_dead_jobs_are_removed_and_others_kept, .timeout = 60
   cr_expect(!exists(plive));
   const char *paths[] = {pdead, pzombie, plive, ppeer, pns, pmode, preuse};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) unlink(paths[i]);
+}
+
+/* Another local user's names that look like boards (uid 65534: a child of this root test drops to
+ * it) must not keep this user's dead boards from being removed: the sweep examines at most
+ * BOARD_SWEEP_BOARDS names, but only this user's count. Before, the names below (more than the
+ * bound before the dead board and after it, whatever order readdir gives) used up the bound. */
+static void make_names_as_nobody(char (*paths)[80], int n) {
+  for (int i = 0; i < n; i++) {
+    symmpin_comm_key k = fresh_key();
+    shm_path(k, paths[i], sizeof paths[i]);
+  }
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    for (int i = 0; i < n; i++) {
+      int fd = open(paths[i], O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+      if (fd < 0) _exit(4);
+      close(fd);
+    }
+    _exit(0);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "uid 65534's child: status %#x",
+            status);
+}
+
+Test(board_trust, other_users_names_do_not_keep_dead_boards, .timeout = 60) {
+  if (geteuid() != 0) cr_skip_test("needs root (to be another user in a child)");
+  atomic_store(&board_swept, 1); /* the children below do not sweep */
+  enum { PER_BATCH = BOARD_SWEEP_BOARDS + 8 };
+  static char theirs[2 * PER_BATCH][80];
+  symmpin_comm_key kdead = fresh_key();
+  char pdead[80];
+  shm_path(kdead, pdead, sizeof pdead);
+  make_names_as_nobody(theirs, PER_BATCH);
+  child_open(kdead, 0, 2, CHILD_EXITS); /* this user's job, killed before its peers came */
+  make_names_as_nobody(theirs + PER_BATCH, PER_BATCH);
+  sweep_again();
+  cr_expect(!exists(pdead), "this user's dead board stayed behind another user's names");
+  int kept = 0;
+  for (int i = 0; i < 2 * PER_BATCH; i++) kept += exists(theirs[i]);
+  cr_expect_eq(kept, 2 * PER_BATCH, "another user's names are not this user's to remove");
+  for (int i = 0; i < 2 * PER_BATCH; i++) unlink(theirs[i]);
+  unlink(pdead);
+}
+
+/* A creator killed between its exclusive create and the magic leaves a name no opener can use;
+ * the sweep removes it once nobody holds the creator's lock (the creator is gone) and it is older
+ * than an opener's wait. A creator still at work keeps it (it holds the lock), and so does a name
+ * younger than that (a creator between its create and its lock). */
+Test(board_trust, a_creator_killed_before_the_magic_leaves_nothing_behind, .timeout = 60) {
+  atomic_store(&board_swept, 1);
+  /* Killed at its first reservation: a file of size 0. */
+  symmpin_comm_key kdied = fresh_key();
+  char pdied[80];
+  shm_path(kdied, pdied, sizeof pdied);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    fallocate_die = 1;
+    symmpin_board *b = NULL;
+    symmpin_board_open(kdied, 0, 2, &b);
+    _exit(5); /* not reached */
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  cr_assert(exists(pdied), "the killed creator left no name (the test's premise)");
+  sweep_again();
+  cr_expect(exists(pdied), "a name younger than an opener's wait was removed");
+  struct timespec old[2] = {{.tv_nsec = UTIME_OMIT}, {0}};
+  clock_gettime(CLOCK_REALTIME, &old[1]);
+  old[1].tv_sec -= 2 * (BOARD_OPEN_WAIT_MS / 1000) + 1;
+  cr_assert_eq(utimensat(AT_FDCWD, pdied, old, AT_SYMLINK_NOFOLLOW), 0);
+
+  /* Killed after it sized the file (forged: full size, no magic, nobody holds its lock). */
+  symmpin_comm_key ksized = fresh_key();
+  char psized[80];
+  shm_path(ksized, psized, sizeof psized);
+  int fd = open(psized, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(fchmod(fd, 0600), 0);
+  cr_assert_eq(ftruncate(fd, (off_t)board_total_bytes(2)), 0);
+  close(fd);
+  cr_assert_eq(utimensat(AT_FDCWD, psized, old, AT_SYMLINK_NOFOLLOW), 0);
+
+  /* A creator at work (stopped at its first reservation, holding its lock), as old. */
+  symmpin_comm_key kbusy = fresh_key();
+  char pbusy[80];
+  shm_path(kbusy, pbusy, sizeof pbusy);
+  int go[2];
+  cr_assert_eq(pipe(go), 0);
+  pid_t busy = fork();
+  cr_assert_geq(busy, 0);
+  if (busy == 0) {
+    close(go[1]);
+    fallocate_block_fd = go[0];
+    symmpin_board *b = NULL;
+    if (symmpin_board_open(kbusy, 0, 1, &b) != SYMMPIN_OK) _exit(6);
+    symmpin_board_close(b);
+    _exit(0);
+  }
+  close(go[0]);
+  for (int i = 0; i < 500 && !exists(pbusy); i++) usleep(2000);
+  cr_assert(exists(pbusy));
+  usleep(20000); /* past its create: at its reservation, with its lock */
+  cr_assert_eq(utimensat(AT_FDCWD, pbusy, old, AT_SYMLINK_NOFOLLOW), 0);
+
+  sweep_again();
+  cr_expect(!exists(pdied), "the name of a creator killed before its first reservation stayed");
+  cr_expect(!exists(psized), "the name of a creator killed before its magic stayed");
+  cr_expect(exists(pbusy), "the name of a creator at work was removed");
+  cr_assert_eq(write(go[1], "x", 1), 1);
+  close(go[1]);
+  cr_assert_eq(waitpid(busy, &status, 0), busy);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the creator at work: %#x", status);
+  cr_expect(!exists(pbusy), "its one rank closed the board: the name goes");
+  unlink(pdied);
+  unlink(psized);
+  unlink(pbusy);
 }
