@@ -392,6 +392,24 @@ static symmpin_status pool_zero(const symmpin_pool *p, void *ptr, size_t bytes) 
   return ok ? SYMMPIN_OK : SYMMPIN_ERR_CUDA;
 }
 
+/* The driver makes an exported descriptor without FD_CLOEXEC (cuMemExportToShareableHandle has no
+ * flag for it) and fcntl sets it right after: a fork in between would hand the chunk to whatever
+ * the child execs, which would hold its memory for its life. So an export holds export_lock from
+ * before the driver's call to after the fcntl, and a fork takes it first (pthread_atfork prepare:
+ * the fork waits for an export in progress, and none starts during the fork). The handlers are
+ * installed at the first export, after the driver's own (prepare handlers run last-installed
+ * first): the forking thread waits here before the driver's handlers take the driver's locks, so
+ * an export inside the driver can always finish. posix_spawn and vfork (and system() and popen(),
+ * which glibc builds on them) run no fork handlers: one that starts in another thread at that very
+ * moment can still pass the descriptor on (docs/symmem.md). */
+static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t export_atfork_once = PTHREAD_ONCE_INIT;
+static void export_fork_prepare(void) { pthread_mutex_lock(&export_lock); }
+static void export_fork_done(void) { pthread_mutex_unlock(&export_lock); }
+static void export_atfork_install(void) {
+  pthread_atfork(export_fork_prepare, export_fork_done, export_fork_done);
+}
+
 /* Allocates, maps, zeroes and offers one chunk of `alloc` bytes into c (its handle, offer,
  * local). On failure nothing is left. */
 static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk *c) {
@@ -405,12 +423,14 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
   symmpin_status st = pool_map(p, h, alloc, &c->local);
   if (st == SYMMPIN_OK) st = pool_zero(p, c->local, alloc);
   int fd = -1;
+  pthread_once(&export_atfork_once, export_atfork_install);
+  pthread_mutex_lock(&export_lock); /* no fork until the descriptor is close-on-exec (above) */
   if (st == SYMMPIN_OK &&
       !pool_drv_ok(p, drv.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
                    "cuMemExportToShareableHandle"))
     st = SYMMPIN_ERR_CUDA;
-  /* Not inherited by a program another thread execs: it would hold the chunk for its life. */
   if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+  pthread_mutex_unlock(&export_lock);
   if (st == SYMMPIN_OK) st = symmpin_fdpass_offer(fd, c->handle, &c->offer);
   if (fd >= 0) close(fd); /* the offer holds its own duplicate */
   if (st != SYMMPIN_OK) pool_chunk_release_own(p, c);

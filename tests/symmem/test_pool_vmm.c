@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -265,11 +267,16 @@ static CUresult fake_set_access(CUdeviceptr va, size_t size, const CUmemAccessDe
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* As the driver: the exported descriptor is a new one WITHOUT FD_CLOEXEC (the pool sets it). A
+ * test can make the export linger with it open, as a busy driver may (export_linger_us). */
+static int export_linger_us;
+
 static CUresult fake_export(void *out, CUmemGenericAllocationHandle h,
                             CUmemAllocationHandleType type, unsigned long long flags) {
   (void)flags;
   if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
-  *(int *)out = fcntl(((phys *)(uintptr_t)h)->fd, F_DUPFD_CLOEXEC, 0);
+  *(int *)out = fcntl(((phys *)(uintptr_t)h)->fd, F_DUPFD, 0);
+  if (export_linger_us) usleep((useconds_t)export_linger_us);
   return CUDA_SUCCESS;
 }
 
@@ -435,6 +442,63 @@ Test(pool_vmm, a_rank_frees_its_pool_while_its_peer_still_uses_it) {
   peer_view[0] = 1;
   cr_expect_eq(symmpin_fdpass_offers(), 1, "rank 0's offer is withdrawn, rank 1's stays");
   symmpin_pool_destroy(pools[1]);
+  expect_nothing_left();
+}
+
+/* The exported chunk descriptor is close-on-exec only once the pool's fcntl ran after the driver's
+ * export: a fork + exec in another thread in between must not hand it to the new program, which
+ * would hold the chunk's memory for its life (pool.c: fork handlers wait for an export in
+ * progress). One thread exports chunk after chunk, each export lingering 2 ms with the descriptor
+ * open (FAKE driver above); another forks and execs ls, which lists its own descriptors. Without
+ * the fork handlers most of those children see the chunk (a memfd named fake-vram). */
+static _Atomic int exporting;
+
+static void *export_loop(void *arg) {
+  symmpin_pool *p = arg;
+  unsigned char rec[SYMMPIN_POOL_EXPORT_BYTES];
+  for (int i = 0; i < 150; i++) /* each reserve of another size exports a new chunk */
+    cr_assert_eq(symmpin_pool_reserve(p, (i % 2 ? 3 : 1) * MIB, rec), SYMMPIN_OK);
+  atomic_store(&exporting, 0);
+  return NULL;
+}
+
+Test(pool_vmm, a_fork_and_exec_during_an_export_never_inherits_the_chunk, .timeout = 60) {
+  export_linger_us = 2000;
+  symmpin_pool *p;
+  cr_assert_eq(symmpin_pool_create(0, 2, 0, &p), SYMMPIN_OK);
+  atomic_store(&exporting, 1);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, export_loop, p), 0);
+  int children = 0, inherited = 0;
+  static char out[1 << 16];
+  while (atomic_load(&exporting)) {
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      dup2(pfd[1], 1);
+      execl("/bin/ls", "ls", "-l", "/proc/self/fd/", (char *)NULL);
+      _exit(127);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while ((k = read(pfd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)k;
+    out[n] = '\0';
+    close(pfd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ls: %#x", status);
+    children++;
+    if (strstr(out, "fake-vram")) inherited++;
+  }
+  pthread_join(t, NULL);
+  cr_expect_gt(children, 20, "too few children to race the exports (%d)", children);
+  cr_expect_eq(inherited, 0, "%d of %d exec'd children held a chunk's descriptor", inherited,
+               children);
+  export_linger_us = 0;
+  symmpin_pool_destroy(p);
   expect_nothing_left();
 }
 
