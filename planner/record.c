@@ -1,5 +1,6 @@
 /* Call records (record.h) and their board encoding. */
 #include "planner/record.h"
+#include "planner/schedule.h" /* SYMMPIN_RECORD_MAX_CALLS */
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -121,7 +122,10 @@ symmpin_status symmpin_record_decode(const void *buf, size_t len, symmpin_record
   blob_header h;
   if (!buf || !out || len < sizeof(h)) goto bad;
   memcpy(&h, buf, sizeof(h));
-  if (h.magic != RECORD_MAGIC || len != symmpin_record_encoded_bytes(h.ncalls)) goto bad;
+  /* A peer's words: never more calls than a rank records (and the length must say so too). */
+  if (h.magic != RECORD_MAGIC || h.ncalls > SYMMPIN_RECORD_MAX_CALLS ||
+      len != symmpin_record_encoded_bytes(h.ncalls))
+    goto bad;
   symmpin_record r;
   symmpin_record_init(&r, h.comm, h.rank, h.nranks, h.first_call);
   if (h.ncalls) {

@@ -24,6 +24,11 @@
 #include "planner/warmup.h"
 
 #define SYMMPIN_MAX_RANKS_PER_FILE 64 /* ranks of one communicator one process may drive */
+/* What one replay takes (with the trace reader's bounds, planner/trace.h): lookups are linear in
+ * these, and a forged trace must not make the replay run for hours. A real job has a handful of
+ * communicators and of threads that make groups. */
+#define SYMMPIN_REPLAY_MAX_COMMS 4096   /* communicators in all the traces together */
+#define SYMMPIN_REPLAY_MAX_THREADS 4096 /* threads making ncclGroupStart/End in one trace */
 
 typedef struct rank_data {
   int rank;
@@ -90,7 +95,7 @@ static bool comm_grow(comm_data *c, int nranks) {
 }
 
 /* Index of the communicator with this key (or, unkeyed, this ordinal), added if new; -1 if out of
- * memory. Indices, not pointers: the array moves as it grows. */
+ * memory, -2 past SYMMPIN_REPLAY_MAX_COMMS. Indices, not pointers: the array moves as it grows. */
 static long comm_get(loaded *L, uint64_t hi, uint64_t lo, int ordinal, int nranks) {
   bool keyed = hi || lo;
   for (size_t i = 0; i < L->ncomms; i++) {
@@ -99,6 +104,7 @@ static long comm_get(loaded *L, uint64_t hi, uint64_t lo, int ordinal, int nrank
               : (!c->key_hi && !c->key_lo && c->ordinal == ordinal))
       return comm_grow(c, nranks) ? (long)i : -1;
   }
+  if (L->ncomms >= SYMMPIN_REPLAY_MAX_COMMS) return -2;
   comm_data *v = realloc(L->comms, (L->ncomms + 1) * sizeof(*v));
   if (!v) return -1;
   L->comms = v;
@@ -186,6 +192,12 @@ static symmpin_status load_file(loaded *L, int fi) {
     if (is_init(ev->call)) {
       if (ev->rc != 0 || ev->comm < 0) continue;
       long ci = comm_get(L, ev->key_hi, ev->key_lo, ev->comm, ev->nranks);
+      if (ci == -2) {
+        SYMMPIN_WARN("%s: more than %d communicators in the traces (SYMMPIN_REPLAY_MAX_COMMS)",
+                     f->path, SYMMPIN_REPLAY_MAX_COMMS);
+        st = SYMMPIN_ERR_INVALID;
+        break;
+      }
       if (ci < 0) goto nomem;
       comm_data *c = &L->comms[ci];
       size_t k = 0;
@@ -209,6 +221,12 @@ static symmpin_status load_file(loaded *L, int fi) {
       if (ev->rc != 0) continue;
       size_t k = 0;
       while (k < nts && ts[k].tid != ev->tid) k++;
+      if (k == nts && nts >= SYMMPIN_REPLAY_MAX_THREADS) {
+        SYMMPIN_WARN("%s: more than %d threads make groups (SYMMPIN_REPLAY_MAX_THREADS)", f->path,
+                     SYMMPIN_REPLAY_MAX_THREADS);
+        st = SYMMPIN_ERR_INVALID;
+        break;
+      }
       if (k == nts) {
         thread_state *v = realloc(ts, (nts + 1) * sizeof(*v));
         if (!v) goto nomem;

@@ -329,6 +329,28 @@ symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *
   return SYMMPIN_OK;
 }
 
+bool symmpin_trace_event_bounded(const symmpin_trace_event *ev, char *why, size_t cap) {
+  const char *what = NULL;
+  long long v = 0, min = -1, max = 0;
+  if (ev->nranks < -1 || ev->nranks > SYMMPIN_TRACE_MAX_RANKS)
+    what = "nranks", v = ev->nranks, max = SYMMPIN_TRACE_MAX_RANKS;
+  else if (ev->rank < -1 || ev->rank >= SYMMPIN_TRACE_MAX_RANKS)
+    what = "rank", v = ev->rank, max = SYMMPIN_TRACE_MAX_RANKS - 1;
+  else if (ev->comm < -1)
+    what = "comm", v = ev->comm, max = INT32_MAX;
+  else if (ev->parent < -1)
+    what = "parent", v = ev->parent, max = INT32_MAX;
+  else if (ev->stream_ord < -1 || ev->stream_ord > SYMMPIN_TRACE_MAX_STREAM_ORD)
+    what = "stream_ord", v = ev->stream_ord, max = SYMMPIN_TRACE_MAX_STREAM_ORD;
+  else if (ev->count > SYMMPIN_TRACE_MAX_COUNT)
+    what = "count", v = (long long)(ev->count > INT64_MAX ? INT64_MAX : ev->count), min = 0,
+    max = (long long)SYMMPIN_TRACE_MAX_COUNT;
+  if (!what) return true;
+  if (why && cap)
+    snprintf(why, cap, "%s=%lld is out of range (%lld to %lld)", what, v, min, max);
+  return false;
+}
+
 /* ---- writer ---- */
 
 struct symmpin_trace_writer {
@@ -622,6 +644,8 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
   for (;;) {
     if (cap - len < 65536) {
       size_t ncap = cap ? cap * 2 : 1u << 20;
+      /* Never more than the bound and a little (to see that the file goes past it: below). */
+      if (ncap > SYMMPIN_TRACE_MAX_FILE_BYTES + 65536) ncap = SYMMPIN_TRACE_MAX_FILE_BYTES + 65536;
       char *t = realloc(text, ncap + 1);
       if (!t) {
         SYMMPIN_WARN("trace %s: out of memory reading %zu bytes", path, ncap);
@@ -635,6 +659,14 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
     size_t n = fread(text + len, 1, cap - len, fp);
     len += n;
     if (n == 0) break;
+    if (len > SYMMPIN_TRACE_MAX_FILE_BYTES) {
+      SYMMPIN_WARN("trace %s: more than %llu bytes (SYMMPIN_TRACE_MAX_FILE_BYTES): cut it (its "
+                   "first lines hold the warm-up and the first epochs)", path,
+                   (unsigned long long)SYMMPIN_TRACE_MAX_FILE_BYTES);
+      free(text);
+      fclose(fp);
+      return SYMMPIN_ERR_INVALID;
+    }
   }
   bool io_error = ferror(fp);
   fclose(fp);
@@ -650,9 +682,10 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
   f.header.rank = -1;
   snprintf(f.path, sizeof(f.path), "%s", path);
   symmpin_status st = SYMMPIN_OK;
-  size_t ecap = 0, wcap = 0;
+  size_t ecap = 0, wcap = 0, lineno = 0;
   bool first = true;
   for (char *line = text; line < text + len && st == SYMMPIN_OK;) {
+    lineno++;
     char *nl = strchr(line, '\n');
     bool complete = nl != NULL;
     if (nl) *nl = '\0';
@@ -682,6 +715,12 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
       }
       if (ws != SYMMPIN_OK) {
         f.skipped++;
+      } else if (f.nwheres == SYMMPIN_TRACE_MAX_WHERES) {
+        SYMMPIN_WARN("trace %s line %zu: more than %u \"#where=\" lines", path, lineno,
+                     SYMMPIN_TRACE_MAX_WHERES);
+        where_free(&w);
+        st = SYMMPIN_ERR_INVALID;
+        break;
       } else {
         if (f.nwheres == wcap) {
           wcap = wcap ? wcap * 2 : 16;
@@ -701,8 +740,20 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
     } else if (ll > 0) {
       symmpin_trace_event ev;
       /* A last line without newline was cut by a crash mid-write: never trust it. */
+      char why[96];
       if (!complete || symmpin_trace_parse_event(line, &ev) != SYMMPIN_OK) {
         f.skipped++;
+      } else if (!symmpin_trace_event_bounded(&ev, why, sizeof why)) {
+        SYMMPIN_WARN("trace %s line %zu: %s %s: not a trace this reader takes", path, lineno,
+                     symmpin_trace_call_name(ev.call), why);
+        st = SYMMPIN_ERR_INVALID;
+        break;
+      } else if (f.nevents == SYMMPIN_TRACE_MAX_EVENTS) {
+        SYMMPIN_WARN("trace %s line %zu: more than %u events (SYMMPIN_TRACE_MAX_EVENTS): cut it "
+                     "(its first lines hold the warm-up and the first epochs)", path, lineno,
+                     SYMMPIN_TRACE_MAX_EVENTS);
+        st = SYMMPIN_ERR_INVALID;
+        break;
       } else {
         if (f.nevents == ecap) {
           ecap = ecap ? ecap * 2 : 1024;

@@ -20,6 +20,18 @@
 #define SYMMPIN_TRACE_LINE_MAX 1024u       /* longest event line the writer produces */
 #define SYMMPIN_TRACE_WHERE_MAX 2048u      /* longest "#where=" line the writer produces */
 
+/* What a trace may hold. The reader refuses a file past any of these with one WARN naming the
+ * line and the value (SYMMPIN_ERR_INVALID): every size the replay allocates by comes from here,
+ * and a few forged bytes must never make it allocate gigabytes. Traces the library writes stay
+ * far below; a longer one than the reader takes is cut (its head holds the warm-up and the first
+ * epochs, which is what the replay needs). */
+#define SYMMPIN_TRACE_MAX_FILE_BYTES (2ull << 30) /* the text, read whole */
+#define SYMMPIN_TRACE_MAX_EVENTS (1u << 24)        /* event lines (216 bytes each in memory) */
+#define SYMMPIN_TRACE_MAX_WHERES (1u << 20)        /* "#where=" lines: one per call stack */
+#define SYMMPIN_TRACE_MAX_RANKS (1 << 16)          /* nranks of any event; rank below it */
+#define SYMMPIN_TRACE_MAX_STREAM_ORD 32767         /* a stream ordinal (the call record's int16) */
+#define SYMMPIN_TRACE_MAX_COUNT (1ull << 48)       /* elements of one all-reduce */
+
 typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_UNKNOWN = 0,
   SYMMPIN_TRACE_CUDA_MALLOC,
@@ -131,6 +143,9 @@ int symmpin_trace_format_event(const symmpin_trace_event *ev, char *buf, size_t 
 /* Parse one line (without newline); SYMMPIN_ERR_INVALID on a malformed line. Unknown keys are
  * skipped, an unknown call name gives SYMMPIN_TRACE_UNKNOWN. */
 symmpin_status symmpin_trace_parse_event(const char *line, symmpin_trace_event *ev);
+/* Whether ev's sizes are within the bounds above (nranks, rank, communicator and parent
+ * ordinals, stream ordinal, count); false with what is not in why. */
+bool symmpin_trace_event_bounded(const symmpin_trace_event *ev, char *why, size_t cap);
 /* The whole "#where=..." line (without newline) into buf: module and symbol percent-encoded, the
  * symbol cut to fit; returns the length, or -1 if unknown or the module alone does not fit. */
 int symmpin_trace_format_where(uint64_t stack, const symmpin_site_where *where, char *buf,
@@ -149,8 +164,9 @@ typedef struct symmpin_trace_file {
   char path[512];
 } symmpin_trace_file;
 
-/* SYMMPIN_ERR_IO: unreadable; SYMMPIN_ERR_INVALID: no "#symmpin-trace" first line;
- * SYMMPIN_ERR_UNSUPPORTED: a newer major version. Malformed event lines are skipped and counted. */
+/* SYMMPIN_ERR_IO: unreadable; SYMMPIN_ERR_INVALID: no "#symmpin-trace" first line, or past a bound
+ * above (the WARN says which); SYMMPIN_ERR_UNSUPPORTED: a newer major version. Malformed event
+ * lines are skipped and counted. */
 symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out);
 void symmpin_trace_file_free(symmpin_trace_file *f);
 /* The location the file gives for a stack hash, or NULL. */
