@@ -26,13 +26,19 @@ shm_hosts=${RANK_ENV_SHM_HOSTS:-0}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
 export NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
 if [ "$nccl_hosts" -gt 0 ]; then
-  export NCCL_HOSTID="${RANK_ENV_JOB:-rankenv-$PPID}-host$(host_of "$rank" "$nccl_hosts")"
+  NCCL_HOSTID="${RANK_ENV_JOB:-rankenv-$PPID}-host$(host_of "$rank" "$nccl_hosts")"
+  export NCCL_HOSTID
 fi
 if [ "$shm_hosts" -gt 0 ]; then
   dir=${RANK_ENV_SHM_ROOT:?RANK_ENV_SHM_HOSTS needs RANK_ENV_SHM_ROOT}/host$(host_of "$rank" "$shm_hosts")
   mkdir -p "$dir"
   # unshare without --fork and sh's exec keep the pid; the namespace's mounts are private
-  # (unshare's default propagation), so nothing outside sees the bind mount.
-  exec unshare -m sh -c 'mount --bind "$1" /dev/shm && shift && exec "$@"' rank-env "$dir" "$@"
+  # (unshare's default propagation), so nothing outside sees the bind mount. A preloaded library
+  # is for the rank, not for unshare and mount: it is set again for the final exec only.
+  export RANK_ENV_PRELOAD=${LD_PRELOAD:-}
+  # shellcheck disable=SC2016 # expanded by that sh
+  exec env -u LD_PRELOAD unshare -m sh -c \
+    'mount --bind "$1" /dev/shm && shift && { [ -z "$RANK_ENV_PRELOAD" ] || export LD_PRELOAD="$RANK_ENV_PRELOAD"; } && exec "$@"' \
+    rank-env "$dir" "$@"
 fi
 exec "$@"
