@@ -2,7 +2,8 @@
 # The GPU suite: run on a GPU machine from the repository root, over a build made elsewhere
 # (scripts/test.sh builds it; the device tool carries build/). Every step prints one line
 #   STEP <name>: PASS|FAIL|SKIP|NOT RUN (<s> s) [<ranks>, <per GPU>, NCCL <transport>] <notes>
-# then its "= " result lines; full logs go under $OUT (default /tmp/symmpin-gpu).
+# then its "= " result lines; full logs go under $SUITE_OUT/logs (default /tmp/symmpin-gpu/logs),
+# packed into the file SUITE_ARCHIVE (a .tgz) at the end if set.
 # Usage: scripts/gpu-suite.sh [--group a|b|c] [step ...]   (--list: the steps; --groups: the groups)
 #
 # Multi-rank steps run RANKS ranks (default 2; the app and trust steps also 3 and 4): where there
@@ -26,7 +27,9 @@ SUITE_ROOT=$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 B=${SYMMPIN_BUILD_DIR:-build}
 case $B in /*) ;; *) B=$PWD/$B ;; esac
-OUT=${OUT:-/tmp/symmpin-gpu}
+# Not $OUT: on the device machine that is the folder whose files come back, at most 8 of them
+# (SUITE_ARCHIVE packs the logs into one file there).
+OUT=${SUITE_OUT:-/tmp/symmpin-gpu}
 mkdir -p "$OUT/logs"
 LIB=$B/libsymmpin.so.0
 NGPU=${SUITE_NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
@@ -199,7 +202,7 @@ compare_runs() {
 
 # torch_argv N: TORCH_ARGV = torchrun for N ranks, each started through scripts/rank-env.sh.
 torch_argv() {
-  TORCH_ARGV=("$TORCHRUN" --standalone --nproc_per_node="$1" --no-python "$SUITE_ROOT/scripts/rank-env.sh" "$PY")
+  TORCH_ARGV=("$TORCHRUN" --standalone --nproc_per_node="$1" --no-python bash "$SUITE_ROOT/scripts/rank-env.sh" "$PY")
 }
 
 stats_check() { "$PY" "$SUITE_ROOT/scripts/suite_stats.py" "$@"; }
@@ -239,6 +242,7 @@ esac
 for s in "${steps[@]}"; do
   declare -F "s_$s" >/dev/null || { echo "gpu-suite: no step '$s' (--list)" >&2; exit 2; }
 done
+rm -rf "$OUT/logs" && mkdir -p "$OUT/logs" # this run's logs only
 echo "gpu-suite: $NGPU GPU(s), $RANKS ranks ($(placement_words "$RANKS")), logs in $OUT/logs"
 for s in "${steps[@]}"; do step "$s" "s_$s"; done
 echo "==== summary ($NGPU GPUs, $RANKS ranks: $(placement_words "$RANKS"); $((SECONDS - suite_t0)) s)"
@@ -248,4 +252,10 @@ fail=$(printf '%s\n' "${results[@]}" | grep -c ': FAIL' || true)
 skipped=$(printf '%s\n' "${results[@]}" | grep -c ': SKIP' || true)
 notrun=$(printf '%s\n' "${results[@]}" | grep -c ': NOT RUN' || true)
 echo "gpu-suite: $pass passed, $fail failed, $skipped skipped, $notrun not run"
+if [ -n "${SUITE_ARCHIVE:-}" ]; then
+  printf '%s\n' "${results[@]}" >"$OUT/logs/summary.txt"
+  packed=(logs); [ -f "$OUT/bench.csv" ] && packed+=(bench.csv)
+  tar czf "$SUITE_ARCHIVE" -C "$OUT" "${packed[@]}" &&
+    echo "gpu-suite: logs in $SUITE_ARCHIVE ($(du -h "$SUITE_ARCHIVE" | cut -f1))"
+fi
 [ "$fail" -eq 0 ] && [ "$notrun" -eq 0 ]

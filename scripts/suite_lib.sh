@@ -24,7 +24,7 @@ place_ranks() {
   if [ "$(ranks_per_gpu "$n")" -gt 1 ]; then nccl_hosts=$n; elif [ "$shm_hosts" -gt 0 ]; then nccl_hosts=$shm_hosts; fi
   export RANK_ENV_NCCL_HOSTS=$nccl_hosts RANK_ENV_SHM_HOSTS=$shm_hosts
   export RANK_ENV_JOB="suite-$$-${RANDOM}"
-  export APP_RANK_WRAPPER="$SUITE_ROOT/scripts/rank-env.sh${EXTRA_RANK_WRAPPER:+ $EXTRA_RANK_WRAPPER}"
+  export APP_RANK_WRAPPER="bash $SUITE_ROOT/scripts/rank-env.sh${EXTRA_RANK_WRAPPER:+ $EXTRA_RANK_WRAPPER}"
   if [ "$nccl_hosts" -gt 0 ]; then
     export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
   else

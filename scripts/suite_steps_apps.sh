@@ -90,6 +90,7 @@ s_deadline() { # with a kernel deadline, a peer later than it is an error the pr
   local log="$OUT/logs/app-deadline.symmpin.out"
   # A rank that stopped on the error leaves its peer in its call (as with NCCL alone): the
   # launcher stops it TEARDOWN_S after (10 s here).
+  step_note "the app stops on the error, as it must"
   SYMMPIN_KERNEL_TIMEOUT_MS=2000 TEARDOWN_S=10 SIDE_TRACE=0 run_side app-deadline symmpin "$RANKS" 0 \
     "$APP" --mode procs --ranks "$RANKS" --straggle 5000
   local rc=$?

@@ -42,13 +42,13 @@ exit $rc
 EOF
 cat >"$bin/torchrun" <<'EOF'
 #!/usr/bin/env bash
-# torchrun --standalone --nproc_per_node=N --no-python WRAPPER PYTHON SCRIPT: N ranks of the
-# stand-in, started through WRAPPER with torchrun's variables, stdout shared.
+# torchrun --standalone --nproc_per_node=N --no-python WRAPPER... PYTHON SCRIPT: N ranks of the
+# stand-in, started through WRAPPER (all but the last two words) with torchrun's variables.
 n=1 args=()
 for a in "$@"; do case $a in --nproc_per_node=*) n=${a#*=} ;; --*) ;; *) args+=("$a") ;; esac; done
 pids=()
 for r in $(seq 0 $((n - 1))); do
-  RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n "${args[0]}" python3 "$FAKE_APP" "torch-$(basename "${args[2]}")" &
+  RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n "${args[@]:0:${#args[@]}-2}" python3 "$FAKE_APP" "torch-$(basename "${args[-1]}")" &
   pids+=($!)
 done
 rc=0
@@ -60,7 +60,7 @@ chmod +x "$fb"/tests/*/* "$bin"/*
 suite() { # suite OUT_NAME ARGS...: the suite over the stand-ins, small settings
   local out=$tmp/$1
   shift
-  env PATH="$bin:$PATH" SUITE_NGPU=1 SYMMPIN_BUILD_DIR="$fb" OUT="$out" SUITE_DEADLINE_S=0 \
+  env PATH="$bin:$PATH" SUITE_NGPU=1 SYMMPIN_BUILD_DIR="$fb" SUITE_OUT="$out" SUITE_DEADLINE_S=0 \
     STRAGGLE_MS=100 GRAPH_REPLAYS=10 CHURN_CYCLES=20 CHURN_NCCL_CYCLES=12 CHURN_SECONDS=30 \
     TEARDOWN_S=2 RUN_TIMEOUT=60 bash "$root/scripts/gpu-suite.sh" "$@" >"$out.txt" 2>&1
 }
@@ -70,10 +70,10 @@ root_ok=0
 [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null && root_ok=1
 
 # ---- every step, nothing broken ----
-steps=$(OUT=$tmp/list bash "$root/scripts/gpu-suite.sh" --list)
+steps=$(SUITE_OUT=$tmp/list bash "$root/scripts/gpu-suite.sh" --list)
 [ $root_ok = 1 ] || steps=$(echo "$steps" | tr ' ' '\n' | grep -vx 'two_hosts\|mixed_hosts' | tr '\n' ' ')
 # shellcheck disable=SC2086 # the list of steps
-suite all $steps
+SUITE_ARCHIVE=$tmp/all.tgz suite all $steps
 for s in $steps; do
   l=$(line all "$s")
   case $s in
@@ -89,6 +89,7 @@ else
   no "the app's line lacks its placements: $l"
 fi
 if grep -q '^gpu-suite: .* 0 failed, 4 skipped, 0 not run' "$tmp/all.txt"; then ok "the summary counts"; else no "summary: $(tail -n 1 "$tmp/all.txt")"; fi
+if tar tzf "$tmp/all.tgz" 2>/dev/null | grep -qx 'logs/summary.txt'; then ok "the logs packed in one archive"; else no "no archive of the logs"; fi
 left=$(find /dev/shm -maxdepth 1 \( -name 'symmpin-fake-*' -o -name 'suite-hosts.*' \) 2>/dev/null | head -n 3)
 if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else no "left in /dev/shm: $left"; fi
 

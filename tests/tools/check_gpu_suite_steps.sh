@@ -11,12 +11,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 no() { n=$((n + 1)); echo "not ok $n - $1"; bad=$((bad + 1)); }
-steps=$(OUT="$tmp" bash "$root/scripts/gpu-suite.sh" --list 2>/dev/null)
+steps=$(SUITE_OUT="$tmp" bash "$root/scripts/gpu-suite.sh" --list 2>/dev/null)
 if [ -n "$steps" ]; then ok "--list names the steps"; else no "--list names the steps"; fi
 for s in $steps; do
   if cat "$root"/scripts/gpu-suite.sh "$root"/scripts/suite_steps_*.sh | grep -Eq "^s_$s\(\) *\{"; then ok "step $s has its function"; else no "step $s has no function s_$s"; fi
 done
-groups=$(OUT="$tmp" bash "$root/scripts/gpu-suite.sh" --groups 2>/dev/null)
+groups=$(SUITE_OUT="$tmp" bash "$root/scripts/gpu-suite.sh" --groups 2>/dev/null)
 if [ -n "$groups" ]; then ok "--groups names the groups"; else no "--groups names the groups"; fi
 grouped=$(echo "$groups" | sed 's/^[a-z]*: //' | tr ' ' '\n' | grep -v '^$' | sort)
 for s in $grouped; do
@@ -26,8 +26,8 @@ dups=$(echo "$grouped" | uniq -d | tr '\n' ' ')
 if [ -z "$dups" ]; then ok "no step is in two groups"; else no "steps in two groups: $dups"; fi
 missing=$(comm -23 <(echo "$steps" | tr ' ' '\n' | sort) <(echo "$grouped" | sort -u) | tr '\n' ' ')
 if [ -z "$missing" ]; then ok "every step is in a group"; else no "steps in no group: $missing"; fi
-if OUT="$tmp" bash "$root/scripts/gpu-suite.sh" --group z >/dev/null 2>&1; then no "an unknown group is refused"; else ok "an unknown group is refused"; fi
-if OUT="$tmp" SUITE_NGPU=1 bash "$root/scripts/gpu-suite.sh" no_such_step >/dev/null 2>&1; then no "an unknown step is refused"; else ok "an unknown step is refused"; fi
+if SUITE_OUT="$tmp" bash "$root/scripts/gpu-suite.sh" --group z >/dev/null 2>&1; then no "an unknown group is refused"; else ok "an unknown group is refused"; fi
+if SUITE_OUT="$tmp" SUITE_NGPU=1 bash "$root/scripts/gpu-suite.sh" no_such_step >/dev/null 2>&1; then no "an unknown step is refused"; else ok "an unknown step is refused"; fi
 scripts="$root/scripts/gpu-suite.sh $root/scripts/suite_lib.sh $root/scripts/rank-env.sh $(echo "$root"/scripts/suite_steps_*.sh)"
 for f in $scripts; do
   if bash -n "$f"; then ok "$(basename "$f") parses"; else no "$(basename "$f") does not parse"; fi

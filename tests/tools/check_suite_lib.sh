@@ -28,7 +28,7 @@ NGPU=1
   place_ranks 2
   is "shared GPU: a host id per rank" "$RANK_ENV_NCCL_HOSTS/$RANK_ENV_SHM_HOSTS" 2/0
   is "shared GPU: sockets on loopback" "$NCCL_SOCKET_IFNAME/$NCCL_IB_DISABLE" lo/1
-  is "shared GPU: ranks start through rank-env.sh" "$APP_RANK_WRAPPER" "$SUITE_ROOT/scripts/rank-env.sh"
+  is "shared GPU: ranks start through rank-env.sh" "$APP_RANK_WRAPPER" "bash $SUITE_ROOT/scripts/rank-env.sh"
   is "no private /dev/shm" "${RANK_ENV_SHM_ROOT:-unset}" unset
 ) || bad=$((bad + 1))
 n=$((n + 4))
@@ -40,7 +40,7 @@ NGPU=4
   EXTRA_RANK_WRAPPER="compute-sanitizer --tool memcheck" place_ranks 2
   is "one rank per GPU: NCCL's own host" "$RANK_ENV_NCCL_HOSTS" 0
   is "no sockets forced" "${NCCL_SOCKET_IFNAME:-unset}" unset
-  is "an extra wrapper follows rank-env.sh" "$APP_RANK_WRAPPER" "$SUITE_ROOT/scripts/rank-env.sh compute-sanitizer --tool memcheck"
+  is "an extra wrapper follows rank-env.sh" "$APP_RANK_WRAPPER" "bash $SUITE_ROOT/scripts/rank-env.sh compute-sanitizer --tool memcheck"
 ) || bad=$((bad + 1))
 n=$((n + 5))
 NGPU=1
