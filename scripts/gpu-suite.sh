@@ -19,7 +19,7 @@
 # (100, NCCL alone), CHURN_CALLS (32 per cycle), CHURN_SECONDS (240: the symmpin side stops there, or
 # earlier if the step's time runs out), TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
 # TEARDOWN_S (30 s after a run's results),
-# STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (570: steps that would start
+# STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (560: steps that would start
 # later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -34,14 +34,16 @@ mkdir -p "$OUT/logs"
 LIB=$B/libsymmpin.so.0
 NGPU=${SUITE_NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
 TORCHRUN=$(command -v torchrun || echo /opt/torch/.venv/bin/torchrun)
-PY=$(command -v python3)
+# The python beside torchrun (PyTorch's virtual environment), else the one on PATH.
+PY=${SUITE_PYTHON:-$(dirname "$TORCHRUN")/python3}
+[ -x "$PY" ] || PY=$(command -v python3)
 APP=$B/tests/apps/symmpin-app
 TRUST=$B/tests/apps/symmpin-trust
 RANKS=${RANKS:-2}
 APP_RANK_COUNTS=${APP_RANK_COUNTS:-"$RANKS 3 4"}
 TRUST_RANK_COUNTS=${TRUST_RANK_COUNTS:-"$RANKS 3"}
 TEARDOWN_S=${TEARDOWN_S:-30}
-SUITE_DEADLINE_S=${SUITE_DEADLINE_S:-570}
+SUITE_DEADLINE_S=${SUITE_DEADLINE_S:-560}
 export TEARDOWN_S
 # shellcheck source=scripts/suite_lib.sh
 . "$SUITE_ROOT/scripts/suite_lib.sh"
@@ -59,14 +61,23 @@ step_limit() { # the default bound of a step, in seconds
   esac
 }
 
+step_need() { # the least time a step can finish in: with less left before the deadline, NOT RUN
+  case $1 in
+  straggler) echo $((2 * ${STRAGGLE_MS:-60000} / 1000 + 60)) ;;
+  trust_churn | tp_decode_compile) echo 150 ;;
+  sanitizer | sanitizer_ranks | trust_graphs) echo 90 ;;
+  *) echo 45 ;;
+  esac
+}
+
 step() { # step NAME CMD...: run, log, record the step's line
   local name=$1; shift
   local log="$OUT/logs/$name.log" t0=$SECONDS limit
   limit=${STEP_TIMEOUT:-$(step_limit "$name")}
   if [ "$SUITE_DEADLINE_S" -gt 0 ]; then
     local left=$((SUITE_DEADLINE_S - (SECONDS - suite_t0) - 10))
-    if [ "$left" -lt 30 ]; then
-      results+=("STEP $name: NOT RUN (the suite's deadline: ${left} s left)"); echo "${results[-1]}"
+    if [ "$left" -lt "$(step_need "$name")" ]; then
+      results+=("STEP $name: NOT RUN (the suite's deadline: ${left} s left, it needs $(step_need "$name"))"); echo "${results[-1]}"
       return 1
     fi
     [ "$limit" -le "$left" ] || limit=$left

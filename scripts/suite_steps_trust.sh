@@ -141,7 +141,8 @@ PY
 s_two_hosts() { # every rank its own "machine" (a /dev/shm of its own, its own NCCL host id):
   # symmpin stays on NCCL at once, exact results, no time lost, one INFO line per rank, nothing left
   local n=$RANKS rounds=${TWO_HOSTS_ROUNDS:-2} i rc=0 shm0 shm1
-  shm0=$(find /dev/shm -maxdepth 1 -name 'symmpin-*' | wc -l)
+  local shm=${SUITE_SHM_BASE:-/dev/shm} # the machine's /dev/shm (the hosts' folders live there too)
+  shm0=$(find "$shm" -maxdepth 1 -name 'symmpin-*' | wc -l)
   for i in $(seq 1 "$rounds"); do # alternating, so both sides see the same machine state
     SIDE_TRACE=0 compare_runs "two-hosts-$i" '^RESULT|symmpin-app:' "$n" "$n" "$APP" --mode procs --ranks "$n" || rc=1
     stats_check redirected --want zero --count "$n" "$OUT/logs/two-hosts-$i".stats.*.json || rc=1
@@ -154,7 +155,7 @@ s_two_hosts() { # every rank its own "machine" (a /dev/shm of its own, its own N
       echo "= round $i: symmpin left files in a host's /dev/shm:"; grep -h "^run: left in" "$OUT/logs/two-hosts-$i.symmpin.out"; rc=1
     fi
   done
-  shm1=$(find /dev/shm -maxdepth 1 -name 'symmpin-*' | wc -l)
+  shm1=$(find "$shm" -maxdepth 1 -name 'symmpin-*' | wc -l)
   echo "= symmpin entries in the machine's /dev/shm: $shm0 before, $shm1 after"
   [ "$shm1" -le "$shm0" ] || rc=1
   # Time: the first all-reduce and all the checks, slowest rank, best round of each side.

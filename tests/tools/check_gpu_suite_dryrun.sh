@@ -18,7 +18,7 @@ no() { n=$((n + 1)); echo "not ok $n - $1"; bad=$((bad + 1)); }
 
 # ---- the stand-ins ----
 fb=$tmp/build bin=$tmp/bin
-mkdir -p "$fb/tests/apps" "$fb/tests/gpu" "$fb/tests/symmem" "$bin"
+mkdir -p "$fb/tests/apps" "$fb/tests/gpu" "$fb/tests/symmem" "$bin" "$tmp/shm"
 echo 'void symmpin_fake(void) {}' >"$tmp/fake.c"
 cc -shared -fPIC -o "$fb/libsymmpin.so.0" "$tmp/fake.c" || { echo "1..0 # SKIP no C compiler"; exit 0; }
 export FAKE_APP=$root/tests/tools/suite_fake_app.py
@@ -62,7 +62,7 @@ suite() { # suite OUT_NAME ARGS...: the suite over the stand-ins, small settings
   shift
   env PATH="$bin:$PATH" SUITE_NGPU=1 SYMMPIN_BUILD_DIR="$fb" SUITE_OUT="$out" SUITE_DEADLINE_S=0 \
     STRAGGLE_MS=100 GRAPH_REPLAYS=10 CHURN_CYCLES=20 CHURN_NCCL_CYCLES=12 CHURN_SECONDS=30 \
-    TEARDOWN_S=2 RUN_TIMEOUT=60 bash "$root/scripts/gpu-suite.sh" "$@" >"$out.txt" 2>&1
+    TEARDOWN_S=2 RUN_TIMEOUT=60 SUITE_SHM_BASE="$tmp/shm" bash "$root/scripts/gpu-suite.sh" "$@" >"$out.txt" 2>&1
 }
 line() { grep "^STEP $2:" "$tmp/$1.txt" | tail -n 1; }
 
@@ -88,10 +88,20 @@ if [[ "$l" == *"[2 ranks, 2 per GPU, NCCL socket; 3 ranks, 3 per GPU, NCCL socke
 else
   no "the app's line lacks its placements: $l"
 fi
-if grep -q '^gpu-suite: .* 0 failed, 4 skipped, 0 not run' "$tmp/all.txt"; then ok "the summary counts"; else no "summary: $(tail -n 1 "$tmp/all.txt")"; fi
+if grep -q '^gpu-suite: .* 0 failed, 4 skipped, 0 not run' "$tmp/all.txt"; then ok "the summary counts"; else no "summary: $(grep '^gpu-suite: .* passed' "$tmp/all.txt")"; fi
 if tar tzf "$tmp/all.tgz" 2>/dev/null | grep -qx 'logs/summary.txt'; then ok "the logs packed in one archive"; else no "no archive of the logs"; fi
-left=$(find /dev/shm -maxdepth 1 \( -name 'symmpin-fake-*' -o -name 'suite-hosts.*' \) 2>/dev/null | head -n 3)
+left=$(find /dev/shm "$tmp/shm" -maxdepth 1 \( -name 'symmpin-fake-*' -o -name 'suite-hosts.*' \) 2>/dev/null | head -n 3)
 if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else no "left in /dev/shm: $left"; fi
+
+# ---- the deadline: a step that cannot finish before it does not start ----
+env PATH="$bin:$PATH" SUITE_NGPU=1 SYMMPIN_BUILD_DIR="$fb" SUITE_OUT="$tmp/deadline" SUITE_DEADLINE_S=60 \
+  STRAGGLE_MS=30000 bash "$root/scripts/gpu-suite.sh" straggler >"$tmp/deadline.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q '^STEP straggler: NOT RUN' "$tmp/deadline.txt" && grep -q ', 1 not run$' "$tmp/deadline.txt"; then
+  ok "a step that cannot finish before the deadline is NOT RUN, and the suite fails"
+else
+  no "deadline: rc $rc, $(grep '^STEP' "$tmp/deadline.txt")"
+fi
 
 # ---- one side broken ----
 expect() { # expect NAME BREAK STEP VERDICT [TEXT]: that step's line with FAKE_BREAK
