@@ -18,7 +18,7 @@
 # STRAGGLE_MS (60000), GRAPH_REPLAYS (2000), CHURN_CYCLES (1000, with symmpin), CHURN_NCCL_CYCLES
 # (100, NCCL alone), CHURN_CALLS (32 per cycle), CHURN_SECONDS (240: the symmpin side stops there, or
 # earlier if the step's time runs out), TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
-# TEARDOWN_S (30 s after a run's results),
+# TEARDOWN_S (30 s after a run's results), SANITIZER_RANK_OPTS (sanitizer_ranks' tool options),
 # STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (560: steps that would start
 # later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none).
 set -u
