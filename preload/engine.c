@@ -22,6 +22,8 @@
 #include "preload/host.h"
 #include "preload/keep.h"
 #include "preload/stats.h"
+#include "symmem/cuda_check.h"
+#include "symmem/devscope.h"
 #include "symmem/pool.h"
 
 /* SYMMPIN_TEST_FAULT: one injected fault for the GPU suite (docs/config.md). */
@@ -160,12 +162,23 @@ struct symmpin_engine_comm {
  * thread (or, in global mode, another thread) has in progress: relaxed mode for their duration. */
 static enum cudaStreamCaptureMode capture_mode_relax(void) {
   enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
   return m;
 }
 
 static void capture_mode_restore(enum cudaStreamCaptureMode m) {
-  cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
+}
+
+/* The communicator's device current for a few CUDA calls, and the thread put back exactly as it
+ * was after them (symmpin_devscope_leave). Not a hand-made cudaGetDevice/cudaSetDevice pair:
+ * restoring by device number gives a thread without a context one on GPU 0, and replaces a
+ * context the program made current itself (symmem/devscope.h). false: the device cannot be made
+ * current (the failing CUDA call is logged); nothing to leave then. */
+static bool device_enter(const symmpin_comm *c, symmpin_devscope *s) {
+  if (symmpin_devscope_enter(c->device, s, NULL) == SYMMPIN_OK) return true;
+  symmpin_devscope_abandon(s);
+  return false;
 }
 
 /* CUDA resources, made at the first plan (never during capture): the keep of the pool and the
@@ -187,7 +200,9 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
   atomic_store(&c->kernel_failed, &e->err_host->timed_out);
   if (atomic_load(&c->aborting)) e->err_host->abort = 1;
   int khz = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device) != cudaSuccess || khz <= 0)
+  if (SYMMPIN_CUDA_IGNORE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device)) !=
+          cudaSuccess ||
+      khz <= 0)
     khz = 2000000; /* H100/H200 boost clock, kHz */
   e->timeout_cycles = symmpin_config_get()->kernel_timeout_ms * (uint64_t)khz; /* 0: no deadline */
   return SYMMPIN_OK;
@@ -210,18 +225,18 @@ static void first_call_note(symmpin_comm *c, struct symmpin_engine_comm *e, uint
     }
   } else if (e->first == FIRST_STREAM && !capturing) {
     e->first = FIRST_NONE;
-    int cur = -1;
-    cudaGetDevice(&cur);
-    if (cur != c->device) cudaSetDevice(c->device);
+    symmpin_devscope s;
+    if (!device_enter(c, &s)) return;
     if (symmpin_host_capturing(e->first_stream) == 0 &&
-        cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming) == cudaSuccess) {
-      if (cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream) == cudaSuccess)
+        SYMMPIN_CUDA_IGNORE(cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming)) ==
+            cudaSuccess) {
+      if (SYMMPIN_CUDA_IGNORE(cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream)) ==
+          cudaSuccess)
         e->first = FIRST_RECORDED;
       else
-        cudaEventDestroy(e->first_ev);
+        (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
     }
-    cudaGetLastError();
-    if (cur != c->device && cur >= 0) cudaSetDevice(cur);
+    symmpin_devscope_leave(&s);
   }
 }
 
@@ -232,10 +247,9 @@ static bool op_first_call_done(void *ctx) {
    * so that another thread's global-mode capture is not invalidated. */
   if (e->first == FIRST_RECORDED && !e->capturing_now) {
     enum cudaStreamCaptureMode mode = capture_mode_relax();
-    cudaError_t q = cudaEventQuery(e->first_ev);
+    cudaError_t q = SYMMPIN_CUDA_QUERY(cudaEventQuery(e->first_ev));
     capture_mode_restore(mode);
     if (q == cudaSuccess) e->first = FIRST_DONE;
-    else if (q != cudaErrorNotReady) cudaGetLastError();
   }
   return e->first == FIRST_DONE;
 }
@@ -326,11 +340,14 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
     if (e->choice) p.ops.shape_times = op_shape_times;
   }
   char why[200];
-  int cur = -1;
-  cudaGetDevice(&cur);
-  if (cur != c->device) cudaSetDevice(c->device);
-  symmpin_status kernels_ok = symmpin_kernel_device_check(why, sizeof why);
-  if (cur != c->device && cur >= 0) cudaSetDevice(cur);
+  symmpin_status kernels_ok = SYMMPIN_ERR_CUDA;
+  symmpin_devscope s;
+  if (device_enter(c, &s)) {
+    kernels_ok = symmpin_kernel_device_check(why, sizeof why);
+    symmpin_devscope_leave(&s);
+  } else {
+    snprintf(why, sizeof why, "device %d cannot be made current", c->device);
+  }
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
   } else if (c->nranks < 2 && !cfg->test_one_rank) {
@@ -363,9 +380,6 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
 
 /* ---- timing (SYMMPIN_MEASURE, SYMMPIN_CHOOSE) ---- */
 
-static int device_enter(symmpin_comm *c);
-static void device_leave(symmpin_comm *c, int cur);
-
 static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
   if (e->timings) return true;
   if (!e->choice && !(c->stats && symmpin_config_get()->measure)) return false;
@@ -387,15 +401,14 @@ static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
   for (int i = 0; i < TIMING_PAIRS; i++) {
     timing_pair *t = &e->timings[i];
     if (t->state != PAIR_FREE) continue;
-    int cur = device_enter(c); /* events belong to the call's device (only sampled calls pay) */
-    bool ok = (t->start || cudaEventCreate(&t->start) == cudaSuccess) &&
-              (t->end || cudaEventCreate(&t->end) == cudaSuccess) &&
-              cudaEventRecord(t->start, (cudaStream_t)ec->call->stream) == cudaSuccess;
-    device_leave(c, cur);
-    if (!ok) {
-      cudaGetLastError();
-      return -1;
-    }
+    symmpin_devscope s; /* events belong to the call's device (only sampled calls pay) */
+    if (!device_enter(c, &s)) return -1;
+    bool ok = (t->start || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->start)) == cudaSuccess) &&
+              (t->end || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->end)) == cudaSuccess) &&
+              SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->start, (cudaStream_t)ec->call->stream)) ==
+                  cudaSuccess;
+    symmpin_devscope_leave(&s);
+    if (!ok) return -1;
     *t = (timing_pair){.start = t->start, .end = t->end, .site = ec->site, .shape = shape,
                        .redirected = redirected, .for_stats = for_stats,
                        .for_choice = for_choice, .state = PAIR_STARTED};
@@ -407,9 +420,9 @@ static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
 static void timing_end(struct symmpin_engine_comm *e, int i, void *stream, bool ok) {
   if (i < 0 || !e->timings || e->timings[i].state != PAIR_STARTED) return;
   timing_pair *t = &e->timings[i];
-  t->state = ok && cudaEventRecord(t->end, (cudaStream_t)stream) == cudaSuccess ? PAIR_ENDED
-                                                                               : PAIR_FREE;
-  cudaGetLastError();
+  t->state = ok && SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->end, (cudaStream_t)stream)) == cudaSuccess
+                 ? PAIR_ENDED
+                 : PAIR_FREE;
 }
 
 /* Read up to TIMING_READS_PER_CALL finished pairs into the statistics. */
@@ -419,14 +432,14 @@ static void timing_read(symmpin_comm *c, struct symmpin_engine_comm *e) {
     timing_pair *t = &e->timings[e->timing_next++ % TIMING_PAIRS];
     if (t->state != PAIR_ENDED) continue;
     reads++;
-    cudaError_t q = cudaEventQuery(t->end);
+    cudaError_t q = SYMMPIN_CUDA_QUERY(cudaEventQuery(t->end));
     if (q == cudaErrorNotReady) continue;
     float ms = 0;
-    if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess) {
+    if (q == cudaSuccess &&
+        SYMMPIN_CUDA_IGNORE(cudaEventElapsedTime(&ms, t->start, t->end)) == cudaSuccess) {
       if (t->for_stats) symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
       if (t->for_choice) symmpin_choice_add(e->choice, &t->shape, t->redirected, ms * 1000.0);
     }
-    cudaGetLastError();
     t->state = PAIR_FREE;
   }
 }
@@ -435,19 +448,21 @@ static void timing_free(struct symmpin_engine_comm *e) {
   if (!e->timings) return;
   for (int i = 0; i < TIMING_PAIRS; i++) /* never blocks, also for events still pending */
     {
-      if (e->timings[i].start) cudaEventDestroy(e->timings[i].start);
-      if (e->timings[i].end) cudaEventDestroy(e->timings[i].end);
+      if (e->timings[i].start) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->timings[i].start));
+      if (e->timings[i].end) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->timings[i].end));
     }
-  cudaGetLastError();
   free(e->timings);
   e->timings = NULL;
 }
 
 void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc) {
   if (!c->engine || ec->timing < 0) return;
-  int cur = device_enter(c); /* the call's device, as at the start event (a NULL stream is per device) */
-  timing_end(c->engine, ec->timing, ec->call->stream, rc == 0);
-  device_leave(c, cur);
+  /* The call's device, as at the start event (a NULL stream is per device); without it the pair
+   * is given up. */
+  symmpin_devscope s;
+  bool entered = device_enter(c, &s);
+  timing_end(c->engine, ec->timing, ec->call->stream, rc == 0 && entered);
+  if (entered) symmpin_devscope_leave(&s);
 }
 
 /* ---- the per-call path ---- */
@@ -545,7 +560,9 @@ static slot_order *order_of(struct symmpin_engine_comm *e, uint64_t offset) {
   }
   slot_order *so = order_find(e, offset);
   if (!so->used) {
-    if (cudaEventCreateWithFlags(&so->done, cudaEventDisableTiming) != cudaSuccess) return NULL;
+    if (SYMMPIN_CUDA_CHECK(cudaEventCreateWithFlags(&so->done, cudaEventDisableTiming)) !=
+        cudaSuccess)
+      return NULL;
     *so = (slot_order){.offset = offset, .used = true, .done = so->done, .last_ord = NO_KERNEL_YET};
     e->norders++;
   }
@@ -562,14 +579,14 @@ static void orders_free(struct symmpin_engine_comm *e) {
     if (events) {
       events[n++] = e->orders[i].done;
     } else { /* no memory to hand them over: wait here rather than free under a kernel */
-      if (e->keep) cudaEventSynchronize(e->orders[i].done);
-      cudaEventDestroy(e->orders[i].done);
+      if (e->keep) (void)SYMMPIN_CUDA_IGNORE(cudaEventSynchronize(e->orders[i].done));
+      (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->orders[i].done));
     }
   }
   if (e->keep) {
     symmpin_keep_retire(e->keep, events, n); /* owns the pool from now on */
   } else {
-    for (int i = 0; i < n; i++) cudaEventDestroy(events[i]);
+    for (int i = 0; i < n; i++) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(events[i]));
     symmpin_pool_destroy(e->pool); /* never grown: no chunk, no CUDA call */
   }
   e->keep = NULL;
@@ -671,11 +688,9 @@ static bool graph_hold(struct symmpin_engine_comm *e, void *stream) {
   enum cudaStreamCaptureStatus status;
   unsigned long long id = 0;
   if (!e->keep ||
-      cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL) !=
-          cudaSuccess) {
-    cudaGetLastError();
+      SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL,
+                                                  NULL, NULL)) != cudaSuccess)
     return false;
-  }
   size_t ring = sizeof e->held_captures / sizeof e->held_captures[0];
   for (size_t i = 0; i < ring; i++)
     if (e->held_captures[i] == id && id != 0) return true;
@@ -700,32 +715,23 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
     so[i] = order_find(e, offsets[i]);
     /* An unknown ordinal (-1) may be any stream: wait. */
     if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
-      ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
+      ok = SYMMPIN_CUDA_CHECK(cudaStreamWaitEvent(s, so[i]->done, 0)) == cudaSuccess;
   }
   /* A captured kernel's graph holds the pool until the graph is gone (keep.h). */
   if (capturing) ok = graph_hold(e, stream);
   int timing = ok && timed ? timing_start(c, e, timed, true, true) : -1;
-  ok = ok && (n == 1 ? symmpin_kernel_launch(k, stream)
-                     : symmpin_kernel_launch_group(k, n, stream)) == SYMMPIN_OK;
+  if (ok) {
+    cudaError_t before = cudaPeekAtLastError();
+    ok = (n == 1 ? symmpin_kernel_launch(k, stream) : symmpin_kernel_launch_group(k, n, stream)) ==
+         SYMMPIN_OK;
+    if (!ok) symmpin_cuda_clear_failure(before); /* the launch logged its failure, not cleared it */
+  }
   timing_end(e, timing, stream, ok);
   for (int i = 0; ok && i < n && !capturing; i++) {
-    ok = cudaEventRecord(so[i]->done, s) == cudaSuccess;
+    ok = SYMMPIN_CUDA_CHECK(cudaEventRecord(so[i]->done, s)) == cudaSuccess;
     so[i]->last_ord = ord;
   }
-  if (!ok) cudaGetLastError();
   return ok;
-}
-
-/* Switch to the communicator's device for the duration of a launch. */
-static int device_enter(symmpin_comm *c) {
-  int cur = -1;
-  cudaGetDevice(&cur);
-  if (cur != c->device) cudaSetDevice(c->device);
-  return cur;
-}
-
-static void device_leave(symmpin_comm *c, int cur) {
-  if (cur != c->device && cur >= 0) cudaSetDevice(cur);
 }
 
 /* Call n, now. */
@@ -733,10 +739,11 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
                    const symmpin_plan_site *slot, uint64_t n) {
   symmpin_kernel_call k;
   if (!kernel_call_of(c, e, ec, slot, n, &k)) return false;
-  int cur = device_enter(c);
+  symmpin_devscope s;
+  if (!device_enter(c, &s)) return false;
   bool ok = launch_ordered(c, e, &k, &slot->offset, 1, ec->call->stream, ec->stream_ord,
                            ec->capturing, ec);
-  device_leave(c, cur);
+  symmpin_devscope_leave(&s);
   return ok;
 }
 
@@ -752,10 +759,13 @@ static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
     b->n = 0;
     return false;
   }
-  int cur = device_enter(c);
-  bool ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord,
-                           b->capturing, NULL);
-  device_leave(c, cur);
+  symmpin_devscope s;
+  bool ok = device_enter(c, &s);
+  if (ok) {
+    ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord, b->capturing,
+                        NULL);
+    symmpin_devscope_leave(&s);
+  }
   if (!ok)
     SYMMPIN_WARN("comm %d rank %d: launching the %d all-reduce(s) of a group from call %llu "
                  "failed", c->ordinal, c->rank, b->n, (unsigned long long)b->first_call);
@@ -927,8 +937,8 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
   if (!e) return;
   c->engine = NULL;
   timing_free(e);
-  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
-  cudaGetLastError();
+  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
+    (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
   orders_free(e);
   engine_free_host(e);
 }
@@ -956,8 +966,8 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
     atomic_compare_exchange_strong(&c->async_error, &none, SYMMPIN_NCCL_REMOTE_ERROR);
   }
   timing_free(e);
-  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
-  cudaGetLastError();
+  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
+    (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
   orders_free(e);
   engine_free_host(e);
 }
