@@ -25,8 +25,8 @@ static bool arena_slot(symmpin_arena *a, const symmpin_plan *plan, unsigned long
   a->used += bytes;
   if (!shareable) return true;
   if (!lane) lane = &a->lanes[a->lane_next++ % SYMMPIN_ARENA_LANES];
-  *lane = (symmpin_arena_lane){.capture_id = id, .stream_ord = ord, .klass = klass,
-                               .offset = *offset, .bytes = bytes};
+  *lane = (symmpin_arena_lane){
+      .capture_id = id, .stream_ord = ord, .klass = klass, .offset = *offset, .bytes = bytes};
   return true;
 }
 
@@ -49,14 +49,20 @@ symmpin_reason symmpin_arena_route(symmpin_arena *arena, symmpin_comm *c, const 
     if (!arena->full_logged && plan->capture_bytes) {
       arena->full_logged = true;
       SYMMPIN_INFO("comm %d rank %d: the capture arena (%llu bytes, SYMMPIN_CAPTURE_BYTES) is "
-                   "full: all-reduces captured from now on go to NCCL", c->ordinal, c->rank,
-                   (unsigned long long)plan->capture_bytes);
+                   "full: all-reduces captured from now on go to NCCL",
+                   c->ordinal, c->rank, (unsigned long long)plan->capture_bytes);
     }
     return SYMMPIN_REASON_CAPTURE;
   }
   symmpin_stats_set_capture(c, plan->capture_bytes, arena->used);
-  *out = (symmpin_plan_site){.site = ec->site, .count = a->count, .dtype = a->dtype, .op = a->op,
-                             .pinned = true, .offset = offset, .slot_bytes = need,
-                             .stream_ord = ec->stream_ord, .epoch = plan->epoch};
+  *out = (symmpin_plan_site){.site = ec->site,
+                             .count = a->count,
+                             .dtype = a->dtype,
+                             .op = a->op,
+                             .pinned = true,
+                             .offset = offset,
+                             .slot_bytes = need,
+                             .stream_ord = ec->stream_ord,
+                             .epoch = plan->epoch};
   return SYMMPIN_REASON_NONE;
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "kernels/allreduce.h"
 #include "agree/agree.h"
@@ -115,7 +116,7 @@ struct symmpin_engine_comm {
   bool timeout_reported;
   slot_order *orders;        /* the eager slots' order (slot_order above) */
   size_t norders, orders_cap; /* used entries, table size (a power of two, or 0) */
-  symmpin_arena arena;       /* the captured calls' slots (arena.h) */
+  symmpin_arena arena;        /* the captured calls' slots (arena.h) */
   group_batch batch;         /* calls held for one launch at the group's end */
   /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
@@ -271,9 +272,10 @@ static symmpin_status op_attach(void *ctx, const void *const exports[], const sy
   for (size_t i = 0; i < plan->nsites; i++) {
     const symmpin_plan_site *ps = &plan->sites[i];
     if (ps->pinned && !symmpin_pool_fits(e->pool, ps->offset, ps->slot_bytes)) {
-      SYMMPIN_WARN("comm %d rank %d: planned slot [%llu, +%llu) crosses a pool chunk (a bug); "
-                   "staying on NCCL", c->ordinal, c->rank, (unsigned long long)ps->offset,
-                   (unsigned long long)ps->slot_bytes);
+      SYMMPIN_BUG("comm %d rank %d: planned slot [%llu, +%llu) crosses a pool chunk; staying on "
+                  "NCCL",
+                  c->ordinal, c->rank, (unsigned long long)ps->offset,
+                  (unsigned long long)ps->slot_bytes);
       op_settle(ctx, false); /* this rank posts "not attached": back to the agreed size */
       return SYMMPIN_ERR_INTERNAL;
     }
@@ -504,6 +506,7 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
       .input = SYMMPIN_INPUT_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
       .error = e->err_dev, .call_id = (uint32_t)n,
   };
+  SYMMPIN_ASSERT(c->nranks <= SYMMPIN_KERNEL_MAX_RANKS); /* larger ones stay off (engine_get) */
   for (int r = 0; r < c->nranks; r++) {
     k->slot[r] = symmpin_pool_addr(e->pool, r, slot->offset);
     if (!k->slot[r]) return false;
@@ -516,9 +519,8 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
 static bool graph_hold(struct symmpin_engine_comm *e, void *stream) {
   enum cudaStreamCaptureStatus status;
   unsigned long long id = 0;
-  if (!e->keep ||
-      SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL,
-                                                  NULL, NULL)) != cudaSuccess)
+  if (!e->keep || SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo(
+                      (cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL)) != cudaSuccess)
     return false;
   size_t ring = sizeof e->held_captures / sizeof e->held_captures[0];
   for (size_t i = 0; i < ring; i++)

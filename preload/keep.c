@@ -40,7 +40,7 @@ static symmpin_errrec *errrec_get(void) {
   if (!r) return NULL;
   void *host = NULL, *dev = NULL;
   if (SYMMPIN_CUDA_CHECK(cudaHostAlloc(&host, sizeof(symmpin_kernel_error),
-                                        cudaHostAllocMapped | cudaHostAllocPortable)) !=
+                                       cudaHostAllocMapped | cudaHostAllocPortable)) !=
           cudaSuccess ||
       SYMMPIN_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0)) != cudaSuccess) {
     if (host) (void)SYMMPIN_CUDA_IGNORE(cudaFreeHost(host)); /* a record no kernel has seen */
@@ -87,9 +87,8 @@ bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
                                                 cudaUserObjectNoDestructorSync)) != cudaSuccess) {
       atomic_fetch_sub(&k->graphs, 1);
       ok = false;
-    } else if (SYMMPIN_CUDA_CHECK(cudaGraphRetainUserObject(graph, obj, 1,
-                                                            cudaGraphUserObjectMove)) !=
-               cudaSuccess) {
+    } else if (SYMMPIN_CUDA_CHECK(cudaGraphRetainUserObject(
+                   graph, obj, 1, cudaGraphUserObjectMove)) != cudaSuccess) {
       /* its destructor gives the reference back */
       (void)SYMMPIN_CUDA_IGNORE(cudaUserObjectRelease(obj, 1));
       ok = false;

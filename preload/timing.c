@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
+#include "common/invariant.h"
 #include "preload/config.h"
 #include "preload/stats.h"
 #include "symmem/cuda_check.h"
@@ -45,7 +46,8 @@ int symmpin_timing_start(symmpin_timing **timing, symmpin_comm *c, symmpin_choic
   const symmpin_allreduce_call *a = ec->call;
   symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
   bool for_choice = choice_may && symmpin_choice_want(choice, &shape, redirected);
-  bool for_stats = measure_for_stats(c) && symmpin_stats_want_timing(c->stats, ec->site, redirected);
+  bool for_stats =
+      measure_for_stats(c) && symmpin_stats_want_timing(c->stats, ec->site, redirected);
   if (!for_choice && !for_stats) return -1;
   for (int i = 0; i < SYMMPIN_TIMING_PAIRS; i++) {
     timing_pair *t = &(*timing)->pairs[i];
@@ -58,15 +60,21 @@ int symmpin_timing_start(symmpin_timing **timing, symmpin_comm *c, symmpin_choic
                   cudaSuccess;
     symmpin_devscope_leave(&s);
     if (!ok) return -1;
-    *t = (timing_pair){.start = t->start, .end = t->end, .site = ec->site, .shape = shape,
-                       .redirected = redirected, .for_stats = for_stats,
-                       .for_choice = for_choice, .state = PAIR_STARTED};
+    *t = (timing_pair){.start = t->start,
+                       .end = t->end,
+                       .site = ec->site,
+                       .shape = shape,
+                       .redirected = redirected,
+                       .for_stats = for_stats,
+                       .for_choice = for_choice,
+                       .state = PAIR_STARTED};
     return i;
   }
   return -1; /* all in flight: this call is not sampled */
 }
 
 void symmpin_timing_end(symmpin_timing *timing, int pair, void *stream, bool ok) {
+  SYMMPIN_ASSERT(pair < SYMMPIN_TIMING_PAIRS);
   if (pair < 0 || !timing || timing->pairs[pair].state != PAIR_STARTED) return;
   timing_pair *t = &timing->pairs[pair];
   t->state = ok && SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->end, (cudaStream_t)stream)) == cudaSuccess

@@ -12,7 +12,8 @@ void symmpin_cuda_clear_failure(cudaError_t before) {
 void symmpin_cuda_failed(cudaError_t err, cudaError_t before, const char *call, const char *file,
                          int line, symmpin_log_level level, _Atomic bool *logged) {
   symmpin_cuda_clear_failure(before);
-  if (err == cudaErrorCudartUnloading || !SYMMPIN_LOG_ON((int)level) || atomic_exchange(logged, true))
+  if (err == cudaErrorCudartUnloading || !SYMMPIN_LOG_ON((int)level) ||
+      atomic_exchange(logged, true))
     return;
   /* WARN lines carry file:line in their prefix (log.h); INFO lines say it themselves. */
   const char *base = strrchr(file, '/');

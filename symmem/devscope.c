@@ -13,14 +13,12 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void resolve(void) {
   enum cudaDriverEntryPointQueryResult q;
-  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", (void **)&get_current,
-                                                           12000, cudaEnableDefault, &q)) !=
-          cudaSuccess ||
+  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
+          "cuCtxGetCurrent", (void **)&get_current, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
       q != cudaDriverEntryPointSuccess)
     get_current = NULL;
-  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", (void **)&set_current,
-                                                           12000, cudaEnableDefault, &q)) !=
-          cudaSuccess ||
+  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
+          "cuCtxSetCurrent", (void **)&set_current, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
       q != cudaDriverEntryPointSuccess)
     set_current = NULL;
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "symmem/cuda_check.h"
 #include "symmem/devscope.h"
@@ -119,8 +120,8 @@ static void drv_resolve(void) {
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     /* 12000: the ABI of these functions since CUDA 12.0 (unchanged since 10.2). */
-    if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(want[i].name, want[i].fn, 12000,
-                                                             cudaEnableDefault, &q)) != cudaSuccess ||
+    if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
+            want[i].name, want[i].fn, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !*want[i].fn) {
       drv_missing = want[i].name; /* symmpin_pool_device_check says so, once per communicator */
       return;
@@ -365,8 +366,8 @@ static symmpin_status pool_own_uuid(int device, uint8_t uuid[16]) {
 /* Zeroes a fresh chunk: kernels rely on zeroed flags in fresh slots. */
 static symmpin_status pool_zero(const symmpin_pool *p, void *ptr, size_t bytes) {
   cudaStream_t stream = NULL;
-  bool ok = SYMMPIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) ==
-            cudaSuccess;
+  bool ok =
+      SYMMPIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) == cudaSuccess;
   if (ok) {
     ok = SYMMPIN_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream)) == cudaSuccess &&
          SYMMPIN_CUDA_CHECK(cudaStreamSynchronize(stream)) == cudaSuccess;
@@ -425,7 +426,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   }
   p->announced = 0; /* a failed reserve announces nothing */
   if (p->provisional) {
-    SYMMPIN_WARN("pool_reserve: rank %d: the last grow was never settled (a bug)", p->rank);
+    SYMMPIN_BUG("pool_reserve: rank %d: the last grow was never settled", p->rank);
     return SYMMPIN_ERR_INVALID;
   }
   uint8_t uuid[16];

@@ -174,7 +174,8 @@ cudaError_t cudaUserObjectRelease(cudaUserObject_t obj, unsigned int n) {
 cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t obj, unsigned int n,
                                       unsigned int flags) {
   (void)graph, (void)obj;
-  if (!(flags & cudaGraphUserObjectMove)) return fail(cudaErrorInvalidValue); /* the engine moves its */
+  if (!(flags & cudaGraphUserObjectMove))
+    return fail(cudaErrorInvalidValue); /* the engine moves its */
   pthread_mutex_lock(&user_objects_lock);
   graph_refs += (int)n;
   pthread_mutex_unlock(&user_objects_lock);

@@ -53,7 +53,7 @@ typedef struct outcome {
   int launches, waits, records; /* all of them (ops holds the first 15) */
   int64_t offset;        /* the launch's slot offset, -1 if none */
   void *launch_stream;
-  int error_after;       /* the thread's last CUDA error after the call (fake_last_error) */
+  int error_after; /* the thread's last CUDA error after the call (fake_last_error) */
 } outcome;
 
 typedef struct world {
