@@ -12,7 +12,6 @@
 
 #include "interpose/callsite.h"
 #include "preload/host.h"
-#include "interpose/real.h"
 #include "interpose/wrap.h"
 #include "common/commkey.h"
 #include "common/types.h"
@@ -41,23 +40,6 @@ _Static_assert(SYMMPIN_OP_COUNT == (int)ncclNumOps, "op count");
 /* Returned when the real NCCL function cannot be found (the warning says why). */
 #define SYMMPIN_NCCL_MISSING ncclSystemError
 
-#define REAL(name) static symmpin_real_sym real_##name = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_NCCL, name)
-REAL(ncclMemAlloc);
-REAL(ncclMemFree);
-REAL(ncclCommInitRank);
-REAL(ncclCommInitRankConfig);
-REAL(ncclCommInitRankScalable);
-REAL(ncclCommInitAll);
-REAL(ncclCommSplit);
-REAL(ncclCommDestroy);
-REAL(ncclCommAbort);
-REAL(ncclCommFinalize);
-REAL(ncclGroupStart);
-REAL(ncclGroupEnd);
-REAL(ncclGroupSimulateEnd);
-REAL(ncclAllReduce);
-REAL(ncclCommGetAsyncError);
-
 _Static_assert(SYMMPIN_NCCL_REMOTE_ERROR == (int)ncclRemoteError, "ncclRemoteError");
 _Static_assert(SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR == (int)ncclUnhandledCudaError,
                "ncclUnhandledCudaError");
@@ -79,10 +61,7 @@ static bool config_blocking(const ncclConfig_t *config) {
 static bool made(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
 
 SYMMPIN_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-  ncclResult_t (*real)(void **, size_t) = symmpin_real_get(&real_ncclMemAlloc);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(ptr, size);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclMemAlloc, SYMMPIN_NCCL_MISSING, (ptr, size));
   uint64_t stack = symmpin_callsite_stack(__builtin_return_address(0));
   ncclResult_t rc = real(ptr, size);
   symmpin_event_alloc(SYMMPIN_ALLOC_NCCL_MEM, rc == ncclSuccess && ptr ? *ptr : NULL, size, NULL,
@@ -92,10 +71,7 @@ SYMMPIN_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
 }
 
 SYMMPIN_EXPORT ncclResult_t ncclMemFree(void *ptr) {
-  ncclResult_t (*real)(void *) = symmpin_real_get(&real_ncclMemFree);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(ptr);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclMemFree, SYMMPIN_NCCL_MISSING, (ptr));
   symmpin_event_free(SYMMPIN_ALLOC_NCCL_MEM, ptr, NULL);
   ncclResult_t rc = real(ptr);
   symmpin_event_free_result(SYMMPIN_ALLOC_NCCL_MEM, ptr, rc);
@@ -105,10 +81,7 @@ SYMMPIN_EXPORT ncclResult_t ncclMemFree(void *ptr) {
 
 SYMMPIN_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
                                              int rank) {
-  ncclResult_t (*real)(ncclComm_t *, int, ncclUniqueId, int) = symmpin_real_get(&real_ncclCommInitRank);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(comm, nranks, id, rank);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclCommInitRank, SYMMPIN_NCCL_MISSING, (comm, nranks, id, rank));
   int dev = symmpin_host_device(); /* NCCL uses the current device */
   ncclResult_t rc = real(comm, nranks, id, rank);
   uint64_t hi, lo;
@@ -121,11 +94,8 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclU
 
 SYMMPIN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
                                                    int rank, ncclConfig_t *config) {
-  ncclResult_t (*real)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *) =
-      symmpin_real_get(&real_ncclCommInitRankConfig);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(comm, nranks, id, rank, config);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclCommInitRankConfig, SYMMPIN_NCCL_MISSING,
+                     (comm, nranks, id, rank, config));
   int dev = symmpin_host_device();
   ncclResult_t rc = real(comm, nranks, id, rank, config);
   uint64_t hi, lo;
@@ -139,11 +109,8 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
 SYMMPIN_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank,
                                                      int nids, ncclUniqueId *ids,
                                                      ncclConfig_t *config) {
-  ncclResult_t (*real)(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *) =
-      symmpin_real_get(&real_ncclCommInitRankScalable);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(comm, nranks, rank, nids, ids, config);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclCommInitRankScalable, SYMMPIN_NCCL_MISSING,
+                     (comm, nranks, rank, nids, ids, config));
   int dev = symmpin_host_device();
   ncclResult_t rc = real(comm, nranks, rank, nids, ids, config);
   uint64_t hi, lo;
@@ -175,10 +142,7 @@ static void init_all_salt_draw(void) {
 
 SYMMPIN_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
   static atomic_uint init_all_calls; /* the process's InitAll counter (design.md) */
-  ncclResult_t (*real)(ncclComm_t *, int, const int *) = symmpin_real_get(&real_ncclCommInitAll);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(comms, ndev, devlist);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclCommInitAll, SYMMPIN_NCCL_MISSING, (comms, ndev, devlist));
   ncclResult_t rc = real(comms, ndev, devlist);
   pthread_once(&init_all_salt_once, init_all_salt_draw);
   uint64_t facts[5] = {0x494e4954414c4cULL /* "INITALL" */, (uint64_t)getpid(),
@@ -198,11 +162,7 @@ SYMMPIN_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const i
 
 SYMMPIN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                           ncclConfig_t *config) {
-  ncclResult_t (*real)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *) =
-      symmpin_real_get(&real_ncclCommSplit);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(comm, color, key, newcomm, config);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclCommSplit, SYMMPIN_NCCL_MISSING, (comm, color, key, newcomm, config));
   uint64_t hi, lo;
   symmpin_event_comm_split_key(comm, color, &hi, &lo);
   int dev = symmpin_host_device();
@@ -215,11 +175,10 @@ SYMMPIN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
   return rc;
 }
 
-static ncclResult_t comm_end(symmpin_real_sym *sym, symmpin_comm_end call, ncclComm_t comm) {
-  ncclResult_t (*real)(ncclComm_t) = symmpin_real_get(sym);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(comm);
-  symmpin_guard_enter();
+/* The three calls that end a communicator share one shape: symmpin lets go of it around the
+ * real call (docs/design.md "End"). Entered with the guard set (SYMMPIN_WRAP_ENTER). */
+static ncclResult_t comm_end(ncclResult_t (*real)(ncclComm_t), symmpin_comm_end call,
+                             ncclComm_t comm) {
   symmpin_event_comm_end(call, comm);
   ncclResult_t rc = real(comm);
   symmpin_event_comm_end_result(call, comm, rc);
@@ -227,23 +186,19 @@ static ncclResult_t comm_end(symmpin_real_sym *sym, symmpin_comm_end call, ncclC
   return rc;
 }
 
-SYMMPIN_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  return comm_end(&real_ncclCommDestroy, SYMMPIN_COMM_DESTROY, comm);
-}
-
-SYMMPIN_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  return comm_end(&real_ncclCommAbort, SYMMPIN_COMM_ABORT, comm);
-}
-
-SYMMPIN_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  return comm_end(&real_ncclCommFinalize, SYMMPIN_COMM_FINALIZE, comm);
-}
+#define SYMMPIN_COMM_END_WRAPPER(name, call)                 \
+  SYMMPIN_EXPORT ncclResult_t name(ncclComm_t comm) {        \
+    SYMMPIN_WRAP_ENTER(name, SYMMPIN_NCCL_MISSING, (comm)); \
+    return comm_end(real, call, comm);                       \
+  }
+SYMMPIN_COMM_END_WRAPPER(ncclCommDestroy, SYMMPIN_COMM_DESTROY)
+SYMMPIN_COMM_END_WRAPPER(ncclCommAbort, SYMMPIN_COMM_ABORT)
+SYMMPIN_COMM_END_WRAPPER(ncclCommFinalize, SYMMPIN_COMM_FINALIZE)
 
 /* PyTorch's watchdog (and any careful program) polls this: when NCCL itself reports nothing, the
  * error symmpin holds for the communicator (a symmpin kernel gave up) is reported instead. */
 SYMMPIN_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
-  ncclResult_t (*real)(ncclComm_t, ncclResult_t *) = symmpin_real_get(&real_ncclCommGetAsyncError);
-  if (!real) return SYMMPIN_NCCL_MISSING;
+  SYMMPIN_WRAP_REAL(ncclCommGetAsyncError, SYMMPIN_NCCL_MISSING);
   ncclResult_t rc = real(comm, asyncError);
   if (symmpin_wrap_bypass()) return rc;
   if (rc == ncclSuccess && asyncError && *asyncError == ncclSuccess) {
@@ -256,10 +211,7 @@ SYMMPIN_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t 
 }
 
 SYMMPIN_EXPORT ncclResult_t ncclGroupStart(void) {
-  ncclResult_t (*real)(void) = symmpin_real_get(&real_ncclGroupStart);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real();
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclGroupStart, SYMMPIN_NCCL_MISSING, ());
   ncclResult_t rc = real();
   symmpin_event_group_start(rc);
   symmpin_guard_leave();
@@ -267,10 +219,7 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupStart(void) {
 }
 
 SYMMPIN_EXPORT ncclResult_t ncclGroupEnd(void) {
-  ncclResult_t (*real)(void) = symmpin_real_get(&real_ncclGroupEnd);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real();
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclGroupEnd, SYMMPIN_NCCL_MISSING, ());
   /* symmpin's calls of the group first (what a failure would be reported with, once NCCL ran its
    * own: the peers take part in those). */
   int mine = symmpin_event_group_flush();
@@ -283,10 +232,7 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupEnd(void) {
 /* NCCL 2.22+: ends the group without running it (it estimates its time). symmpin drops what it
  * held for the group too, and leaves the group as ncclGroupEnd does. */
 SYMMPIN_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
-  ncclResult_t (*real)(ncclSimInfo_t *) = symmpin_real_get(&real_ncclGroupSimulateEnd);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(simInfo);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclGroupSimulateEnd, SYMMPIN_NCCL_MISSING, (simInfo));
   symmpin_event_group_drop();
   ncclResult_t rc = real(simInfo);
   symmpin_event_group_end(rc);
@@ -297,11 +243,8 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                                           ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
                                           cudaStream_t stream) {
-  ncclResult_t (*real)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                       cudaStream_t) = symmpin_real_get(&real_ncclAllReduce);
-  if (!real) return SYMMPIN_NCCL_MISSING;
-  if (symmpin_wrap_bypass()) return real(send, recv, count, dtype, op, comm, stream);
-  symmpin_guard_enter();
+  SYMMPIN_WRAP_ENTER(ncclAllReduce, SYMMPIN_NCCL_MISSING,
+                     (send, recv, count, dtype, op, comm, stream));
   symmpin_site_where where;
   uint64_t stack = symmpin_callsite_stack_where(__builtin_return_address(0), &where);
   symmpin_allreduce_call c = {

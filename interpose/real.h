@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "interpose/wrapped.h"
+
 typedef enum symmpin_real_lib {
   SYMMPIN_REAL_CUDART = 0, /* libcudart.so.13, .so.12, .so */
   SYMMPIN_REAL_NCCL = 1,   /* libnccl.so.2, .so */
@@ -25,6 +27,12 @@ typedef struct symmpin_real_sym {
 } symmpin_real_sym;
 
 #define SYMMPIN_REAL_SYM_INIT(lib, name) {NULL, #name, (lib), 0}
+
+/* The real function behind every wrapper (interpose/wrapped.h): symmpin_real_<name>, resolved
+ * lazily, defined in real_table.c. */
+#define SYMMPIN_REAL_DECLARE(lib, name) extern symmpin_real_sym symmpin_real_##name;
+SYMMPIN_WRAPPED(SYMMPIN_REAL_DECLARE)
+#undef SYMMPIN_REAL_DECLARE
 
 /* Resolve now (no cache): NULL if not found or only found in libsymmpin. */
 void *symmpin_real_lookup(symmpin_real_lib lib, const char *name);

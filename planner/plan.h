@@ -68,7 +68,7 @@ typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
 #define SYMMPIN_PLAN_ALIGNMENT 256
 
 /* What plans need from the kernels, bound by the caller (planner/ cannot include kernels/): the
- * engine and symmpin-replay pass the SAME binding (preload/agree.h's symmpin_agree_kernels), so
+ * engine and symmpin-replay pass the SAME binding (agree/agree.h's symmpin_agree_kernels), so
  * they size and separate slots alike. */
 typedef struct symmpin_plan_kernels {
   symmpin_slot_bytes_fn slot_bytes;
@@ -100,7 +100,7 @@ typedef struct symmpin_plan_policy {
    * plan made with a nonzero value, after that plan's slots; kept by every later plan. 0 = none. */
   uint64_t capture_bytes;
   /* Shapes measured faster on NCCL than on symmpin's kernel (by the slowest rank's numbers,
-   * preload/agree.c): their pinned sites are demoted (their bytes stay reserved: calls issued
+   * agree/agree.c): their pinned sites are demoted (their bytes stay reserved: calls issued
    * before may still run) and no site of theirs is pinned again, in this plan and every later
    * one (a demotion is final). May be NULL; the same on every rank. */
   const symmpin_plan_shape *nccl_faster;

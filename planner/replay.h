@@ -17,7 +17,7 @@ typedef struct symmpin_replay_options {
   uint64_t max_bytes;         /* SYMMPIN_MAX_BYTES */
   uint64_t capture_bytes;     /* SYMMPIN_CAPTURE_BYTES: the plans' capture arena, as the library's */
   bool json;                  /* one JSON document instead of the text report */
-  const symmpin_plan_kernels *kernels; /* the library's binding: preload/agree.h */
+  const symmpin_plan_kernels *kernels; /* the library's binding: agree/agree.h */
 } symmpin_replay_options;
 
 /* Reads every path, prints the report to out. SYMMPIN_ERR_IO / _INVALID / _UNSUPPORTED when a

@@ -2,7 +2,7 @@
  * close (the agreement points), where ranks meet again when their records closed at different
  * calls, and when a failed epoch is retried.
  *
- * ONE implementation for the engine (preload/agree.c) and for symmpin-replay, so that the replay
+ * ONE implementation for the engine (agree/agree.c) and for symmpin-replay, so that the replay
  * plans exactly as the preload would. Everything here is a function of the rank's own call
  * sequence and of facts every rank reads alike from the board (the ranks' closing calls, the
  * verdict, the plan), never of time: every rank with the same sequence closes at the same calls.

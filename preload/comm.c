@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/invariant.h"
 #include "common/log.h"
 #include "preload/errrec.h"
 
@@ -302,7 +303,7 @@ static void unpublish_locked(slot *s, node *n) {
     atomic_store_explicit(&s->entry, NULL, memory_order_relaxed);
     tombs++;
   } else {
-    SYMMPIN_WARN("comm %p: registered but not in the table (a bug)", n->c.handle);
+    SYMMPIN_BUG("comm %p: registered but not in the table", n->c.handle);
   }
   live--;
   node_drop(n, 1); /* after the tombstone: a reader refused by refs then sees the tombstone */

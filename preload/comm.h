@@ -83,7 +83,7 @@ void symmpin_comm_put(symmpin_comm *c);
  * unregister it, or it holds a reference already (tests, writers). Per-call paths use acquire. */
 symmpin_comm *symmpin_comm_find(void *handle);
 
-/* --- the registry's writers (preload.c); not on the per-call path --- */
+/* --- the registry's writers (events.c); not on the per-call path --- */
 
 /* The communicator ordinal of key (docs/design.md "Identities"): its index among the keys this
  * process has seen, assigning the next one on first sight. */

@@ -1,5 +1,5 @@
 /* The engine: per communicator, the GPU side (pool, the kernels' error record) around the CUDA-free
- * agreement (preload/agree.h), and the redirect of all-reduces to symmpin's kernels. preload.c
+ * agreement (agree/agree.h), and the redirect of all-reduces to symmpin's kernels. events.c
  * calls it from the event handlers; it owns c->engine. Everything here runs with the per-thread re-entrancy guard set, so symmpin's own
  * CUDA calls are not recorded as the program's. */
 #ifndef SYMMPIN_PRELOAD_ENGINE_H
@@ -57,7 +57,7 @@ void symmpin_engine_comm_poll(symmpin_comm *c);
 void symmpin_engine_comm_release(symmpin_comm *c);
 /* ncclCommAbort: drop the state without waiting for peers or the device (the kernels may be the
  * stuck ones the program is aborting); device memory goes once they have given up
- * (preload/retire.h). */
+ * (preload/keep.h). */
 void symmpin_engine_comm_abandon(symmpin_comm *c);
 /* Free what ended communicators left to their kernels, where those are done (never waits).
  * The watch thread calls it every tick, also when no communicator is left. */

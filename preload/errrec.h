@@ -1,11 +1,11 @@
 /* The kernels' error records (kernels/allreduce.h symmpin_kernel_error) as the preload shares
  * them: a record is host-mapped memory that a communicator's kernels write and that two owners
- * hold -- the keep of the communicator's GPU resources (retire.h), until its kernels are done, and
+ * hold -- the keep of the communicator's GPU resources (keep.h), until its kernels are done, and
  * the communicator's registry entry (comm.h), until no thread can read it through the entry any
  * more. The last owner puts it back for reuse: records are never freed (cudaFreeHost would
  * synchronize the device), and a handful serve any number of communicator lifetimes.
  *
- * Plain C: the registry (CPU-tested without CUDA) drops its reference here; retire.c allocates. */
+ * Plain C: the registry (CPU-tested without CUDA) drops its reference here; keep.c allocates. */
 #ifndef SYMMPIN_PRELOAD_ERRREC_H
 #define SYMMPIN_PRELOAD_ERRREC_H
 

@@ -37,7 +37,7 @@ typedef struct symmpin_pool symmpin_pool;
 symmpin_status symmpin_pool_create(int rank, int nranks, int device, symmpin_pool **out);
 /* Unmap every mapping this rank holds (its own chunks and its peers') and release its chunks.
  * Safe on NULL. The caller guarantees that no kernel of this rank uses the pool any more (the
- * preload waits for its events first: preload/retire.h); peers need nothing: their own mappings
+ * preload waits for its events first: preload/keep.h); peers need nothing: their own mappings
  * keep what they still use. Never synchronizes the device. */
 void symmpin_pool_destroy(symmpin_pool *p);
 

@@ -24,7 +24,7 @@
 #include "planner/replay.h"
 #include "planner/trace.h"
 #include "planner/warmup.h"
-#include "preload/agree.h"
+#include "agree/agree.h"
 
 #define PROG "symmpin-replay"
 #define EXIT_NOT_ONE_JOB 3

@@ -122,7 +122,7 @@ Test(kernels_supports, refuses_every_value_the_lists_do_not_name) {
   }
 }
 
-/* Slot classes: a valid number for every shape (preload/agree.c multiplies them into sharing
+/* Slot classes: a valid number for every shape (agree/agree.c multiplies them into sharing
  * classes, planner/record.h), also for shapes the kernels refuse; deterministic; named. */
 Test(kernels_slot_class, in_range_for_every_shape_and_deterministic) {
   cr_assert_gt(SYMMPIN_KERNEL_SLOT_CLASSES, 0);
@@ -192,7 +192,7 @@ Test(kernels_slot_class, differs_whenever_the_algorithm_differs) {
   }
 }
 
-/* The numbers themselves are visible: preload/agree.c's sharing class is stream * classes + class,
+/* The numbers themselves are visible: agree/agree.c's sharing class is stream * classes + class,
  * and symmpin-replay prints it; they stay what the variants were (LL 0, copy 1, direct 2), the
  * two-shot family came fourth (3 of 4). */
 Test(kernels_slot_class, numbers_unchanged) {

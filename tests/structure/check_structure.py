@@ -4,13 +4,13 @@
 Layers, lowest first; a module may use its own files and those of LOWER layers only, and the three
 middle modules never use each other:
 
-    common  <  planner | symmem | kernels  <  preload  <  interpose  <  tools
+    common  <  planner | symmem | kernels  <  agree  <  preload  <  interpose  <  tools
 
 checked on two graphs: the #include "module/..." lines of every library source, and the meson
 dependencies each module's meson.build links. Also:
-  - no CUDA or NCCL header in common/, planner/ or the CUDA-free part of preload/ (everything but
-    engine.c and retire.c: the agreement, configuration, registry, statistics, trace file, host
-    table);
+  - no CUDA or NCCL header in common/, planner/, agree/ or the CUDA-free part of preload/
+    (everything but engine.c, keep.c and timing.c: configuration, registry, statistics, trace
+    file, event handlers, host table, the capture arena);
   - no library source writes to stderr except the logger (common/log.c).
 """
 import os
@@ -18,14 +18,14 @@ import re
 import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-LAYER = {"common": 0, "planner": 1, "symmem": 1, "kernels": 1, "preload": 2, "interpose": 3,
-         "tools": 4}
+LAYER = {"common": 0, "planner": 1, "symmem": 1, "kernels": 1, "agree": 2, "preload": 3,
+         "interpose": 4, "tools": 5}
 SOURCES = (".c", ".h", ".cu")
 SDK_HEADER = re.compile(r'#\s*include\s*[<"](cuda[^>"]*|nccl[^>"]*|cuda_runtime[^>"]*)[>"]')
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
 # meson variables that stand for a module's library, by prefix
-MESON_DEP = re.compile(r"\b(common|planner|symmem|kernels|preload|interpose)_[a-z_]*(?:dep|lib)\b")
-CUDA_FREE_PRELOAD_EXCEPT = {"engine.c", "retire.c"}
+MESON_DEP = re.compile(r"\b(common|planner|symmem|kernels|agree|preload|interpose)_[a-z_]*(?:dep|lib)\b")
+CUDA_FREE_PRELOAD_EXCEPT = {"engine.c", "keep.c", "timing.c"}
 LOGGER = os.path.join("common", "log.c")
 
 results = []
@@ -58,7 +58,7 @@ for mod in LAYER:
         for dst in INCLUDE.findall(code):
             if dst in LAYER and not allowed(mod, dst):
                 bad_inc.append(f"{f} -> {dst}/")
-        cuda_free = mod in ("common", "planner") or (
+        cuda_free = mod in ("common", "planner", "agree") or (
             mod == "preload" and f not in CUDA_FREE_PRELOAD_EXCEPT)
         if cuda_free and SDK_HEADER.search(code):
             sdk.append(f)
@@ -67,7 +67,7 @@ for mod in LAYER:
             stderr_use.append(f)
     check(not bad_inc, f"{mod}/ includes only itself and lower layers" +
           (": " + ", ".join(bad_inc) if bad_inc else ""))
-    if mod in ("common", "planner", "preload"):
+    if mod in ("common", "planner", "agree", "preload"):
         check(not sdk, f"{mod}/ (CUDA-free part) includes no CUDA or NCCL header" +
               (": " + ", ".join(sdk) if sdk else ""))
     if mod != "tools":
@@ -78,6 +78,23 @@ for mod in LAYER:
     bad_deps = sorted(d for d in deps if not allowed(mod, d))
     check(not bad_deps, f"{mod}/meson.build links only itself and lower layers" +
           (": " + ", ".join(bad_deps) if bad_deps else ""))
+
+# The one list of wrapped functions (interpose/wrapped.h) against the wrappers the sources define:
+# a wrapper missing from the list would not be exported (tests/interpose/check_exports.py holds
+# the built library against the list too).
+wrapped_h = open(os.path.join(ROOT, "interpose", "wrapped.h"), encoding="utf-8").read()
+listed = set(re.findall(r"X\((?:CUDART|NCCL), (\w+)\)", wrapped_h))
+defined = set()
+for f in sorted(os.listdir(os.path.join(ROOT, "interpose"))):
+    if f.endswith(".c"):
+        code = strip_comments(open(os.path.join(ROOT, "interpose", f), encoding="utf-8").read())
+        code = re.sub(r"^\s*#\s*define(?:[^\n]*\\\n)*[^\n]*", "", code, flags=re.M)  # macro bodies out
+        defined |= set(re.findall(r"SYMMPIN_EXPORT\s+\w+\s+(\w+)\s*\(", code))
+        defined |= set(re.findall(r"^SYMMPIN_COMM_END_WRAPPER\((\w+),", code, re.M))
+check(bool(listed) and listed == defined,
+      "interpose/: the wrappers defined are exactly those listed in wrapped.h" +
+      (f": listed only {sorted(listed - defined)}, defined only {sorted(defined - listed)}"
+       if listed != defined else ""))
 
 print(f"1..{len(results)}")
 for i, (ok, what) in enumerate(results, 1):

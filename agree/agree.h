@@ -33,7 +33,7 @@
 #include "common/commkey.h"
 #include "common/types.h"
 #include "planner/plan.h"
-#include "preload/choice.h"
+#include "agree/choice.h"
 #include "symmem/pool.h"
 
 /* The GPU side of an epoch, supplied by the engine (CPU tests supply fakes). Every function may

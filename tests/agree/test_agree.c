@@ -1,4 +1,4 @@
-/* CPU tests of the agreement (preload/agree.h): ranks as threads of one process, each with its
+/* CPU tests of the agreement (agree/agree.h): ranks as threads of one process, each with its
  * own symmpin_agree on one REAL board in /dev/shm, driven call by call as the engine drives it.
  *
  * FAKE: the GPU side (symmpin_agree_ops) is a stand-in that "reserves" and "attaches" by checking
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "planner/schedule.h"
-#include "preload/agree.h"
+#include "agree/agree.h"
 #include "symmem/board.h"
 
 #define MAX_TEST_RANKS 8

@@ -1,5 +1,5 @@
 /* Per-shape choice by measurement (choice.h). */
-#include "preload/choice.h"
+#include "agree/choice.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * (tests/traces/, recorded on 2 x H200) are fed to both paths and their final plans compared.
  *
  *  - the agreement path: every rank of every communicator in the traces is a thread with its own
- *    symmpin_agree (preload/agree.h) on one real board, stepped call by call with the trace's
+ *    symmpin_agree (agree/agree.h) on one real board, stepped call by call with the trace's
  *    all-reduces, exactly as the engine steps it. FAKE: the GPU side (pool reserve/attach, P2P
  *    facts) always succeeds, as the replay assumes;
  *  - the replay path: symmpin_replay_run (planner/replay.h) on the same files, JSON report.
@@ -22,7 +22,7 @@
 #include "planner/replay.h"
 #include "planner/trace.h"
 #include "planner/warmup.h"
-#include "preload/agree.h"
+#include "agree/agree.h"
 
 #define MAX_COMMS 8
 #define MAX_RANKS 8

@@ -1,9 +1,9 @@
-/* The choice by measurement's host side (preload/choice.h): which calls are probes, what a rank
+/* The choice by measurement's host side (agree/choice.h): which calls are probes, what a rank
  * posts, and the verdict every rank computes from the posts. Plain C, no fakes needed. */
 #include <criterion/criterion.h>
 
 #include "common/types.h"
-#include "preload/choice.h"
+#include "agree/choice.h"
 
 static const symmpin_plan_shape A = {256, SYMMPIN_FLOAT32, SYMMPIN_SUM};
 static const symmpin_plan_shape B = {512, SYMMPIN_BFLOAT16, SYMMPIN_AVG};
