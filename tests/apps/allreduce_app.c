@@ -370,11 +370,11 @@ __attribute__((noinline)) static void group_simulate(rank_ctx *c) {
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   SYMMPIN_TEST_NCCL(ncclGroupStart());
   c->calls++;
-  SYMMPIN_TEST_NCCL(ncclAllReduce(c->sim_send, c->sim_recv, o->count, o->dtype, o->op, c->comm,
-                                  c->stream));
+  SYMMPIN_TEST_NCCL(
+      ncclAllReduce(c->sim_send, c->sim_recv, o->count, o->dtype, o->op, c->comm, c->stream));
   SYMMPIN_TEST_NCCL(ncclGroupSimulateEnd(&info));
-  SYMMPIN_TEST_CUDA(cudaMemcpyAsync(c->host_out, c->sim_recv, op_bytes(o), cudaMemcpyDeviceToHost,
-                                    c->stream));
+  SYMMPIN_TEST_CUDA(
+      cudaMemcpyAsync(c->host_out, c->sim_recv, op_bytes(o), cudaMemcpyDeviceToHost, c->stream));
   SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
   size_t touched = 0;
   for (size_t i = 0; i < op_bytes(o); i++) touched += ((unsigned char *)c->host_out)[i] != 0xA5;
@@ -587,8 +587,8 @@ typedef struct procs_results {
 static void read_result_line(const char *line, void *arg) {
   procs_results *pr = arg;
   int rr;
-  sscanf(line, "RESULT rank=%d passed=%ld failed=%ld checksum=%" SCNx64, &rr,
-         &pr->passed[pr->rank], &pr->failed[pr->rank], &pr->sums[pr->rank]);
+  sscanf(line, "RESULT rank=%d passed=%ld failed=%ld checksum=%" SCNx64, &rr, &pr->passed[pr->rank],
+         &pr->failed[pr->rank], &pr->sums[pr->rank]);
 }
 
 static int run_procs(void) {
@@ -602,9 +602,12 @@ static int run_procs(void) {
   snprintf(hs, sizeof hs, "%d", opt.split_hosts);
   char *args[24];
   int a = 0;
-  args[a++] = "--uid"; args[a++] = hex;
-  args[a++] = "--ranks"; args[a++] = ns;
-  args[a++] = "--iters"; args[a++] = its;
+  args[a++] = "--uid";
+  args[a++] = hex;
+  args[a++] = "--ranks";
+  args[a++] = ns;
+  args[a++] = "--iters";
+  args[a++] = its;
   if (opt.diverge) args[a++] = "--diverge";
   if (opt.bench) args[a++] = "--bench";
   if (opt.quiet) args[a++] = "--quiet";
@@ -837,8 +840,10 @@ int main(int argc, char **argv) {
   if (opt.nranks <= 0) opt.nranks = ngpus < MAX_RANKS ? ngpus : MAX_RANKS;
   /* One process holds one NCCL host id, and NCCL refuses two ranks of one host on one GPU. */
   if (strcmp(opt.mode, "procs") && opt.nranks > ngpus) {
-    fprintf(stderr, PROG ": --mode %s with %d ranks needs %d GPUs (NCCL takes one rank per GPU "
-            "of a host); %d here\n", opt.mode, opt.nranks, opt.nranks, ngpus);
+    fprintf(stderr,
+            PROG ": --mode %s with %d ranks needs %d GPUs (NCCL takes one rank per GPU "
+                 "of a host); %d here\n",
+            opt.mode, opt.nranks, opt.nranks, ngpus);
     return 2;
   }
   if (opt.split_hosts && opt.nranks % opt.split_hosts)

@@ -46,7 +46,8 @@ bool symmpin_test_hex_decode(const char *hex, void *bytes, size_t n) {
   for (size_t i = 0; i < 2 * n; i++)
     if (hex_digit(hex[i]) < 0) return false;
   unsigned char *b = bytes;
-  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
+  for (size_t i = 0; i < n; i++)
+    b[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
   return true;
 }
 
@@ -267,8 +268,10 @@ bool symmpin_test_launch_start(symmpin_test_launch *s, int nranks, char *const a
   free(buf);
   if (!ok) {
     for (int r = 0; r < nranks; r++)
-      if (s->rank[r].end == SYMMPIN_TEST_RANK_RUNNING) stop_rank(&s->rank[r], SYMMPIN_TEST_RANK_PEER_FAILED);
-      else if (s->rank[r].pid == 0) s->rank[r].end = SYMMPIN_TEST_RANK_NOT_STARTED;
+      if (s->rank[r].end == SYMMPIN_TEST_RANK_RUNNING)
+        stop_rank(&s->rank[r], SYMMPIN_TEST_RANK_PEER_FAILED);
+      else if (s->rank[r].pid == 0)
+        s->rank[r].end = SYMMPIN_TEST_RANK_NOT_STARTED;
     release_signals();
   }
   return ok;
@@ -293,8 +296,9 @@ static bool marker_seen(symmpin_test_launch_rank *rk) {
           rk->window_len = sizeof rk->window / 2;
         }
         rk->window[rk->window_len++] = chunk[i];
-        seen = rk->window_len >= sizeof needle - 1 &&
-               !memcmp(rk->window + rk->window_len - (sizeof needle - 1), needle, sizeof needle - 1);
+        seen =
+            rk->window_len >= sizeof needle - 1 &&
+            !memcmp(rk->window + rk->window_len - (sizeof needle - 1), needle, sizeof needle - 1);
       }
     }
   close(fd);
@@ -337,7 +341,7 @@ void symmpin_test_launch_wait(symmpin_test_launch *s) {
 /* ---- collecting ---- */
 
 bool symmpin_test_launch_collect(symmpin_test_launch *s, int r,
-                                void (*line_fn)(const char *line, void *arg), void *arg) {
+                                 void (*line_fn)(const char *line, void *arg), void *arg) {
   symmpin_test_launch_rank *rk = &s->rank[r];
   FILE *f = rk->end == SYMMPIN_TEST_RANK_NOT_STARTED ? NULL : fopen(rk->out_path, "r");
   char line[4096];
@@ -383,8 +387,10 @@ int symmpin_test_launch_exit_code(const symmpin_test_launch *s, bool results_ok)
   bool hung_after = false, bad = !results_ok;
   for (int r = 0; r < s->nranks; r++) {
     const symmpin_test_launch_rank *rk = &s->rank[r];
-    if (rk->end == SYMMPIN_TEST_RANK_HUNG_AFTER) hung_after = true;
-    else if (rk->end != SYMMPIN_TEST_RANK_EXITED || failed_exit(rk)) bad = true;
+    if (rk->end == SYMMPIN_TEST_RANK_HUNG_AFTER)
+      hung_after = true;
+    else if (rk->end != SYMMPIN_TEST_RANK_EXITED || failed_exit(rk))
+      bad = true;
   }
   return bad ? 1 : hung_after ? 3 : 0;
 }

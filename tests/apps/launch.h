@@ -50,21 +50,21 @@ bool symmpin_test_hex_decode(const char *hex, void *bytes, size_t n);
 /* How a rank ended (or why it was stopped). */
 typedef enum symmpin_test_rank_end {
   SYMMPIN_TEST_RANK_RUNNING = 0,
-  SYMMPIN_TEST_RANK_EXITED,       /* on its own: `status` says how */
-  SYMMPIN_TEST_RANK_HUNG_AFTER,   /* stopped: still running after its marker (a teardown hang) */
-  SYMMPIN_TEST_RANK_HUNG_BEFORE,  /* stopped: still running at the time limit, no marker */
-  SYMMPIN_TEST_RANK_PEER_FAILED,  /* stopped: still running after another rank failed */
-  SYMMPIN_TEST_RANK_NOT_STARTED,  /* posix_spawn failed */
+  SYMMPIN_TEST_RANK_EXITED,      /* on its own: `status` says how */
+  SYMMPIN_TEST_RANK_HUNG_AFTER,  /* stopped: still running after its marker (a teardown hang) */
+  SYMMPIN_TEST_RANK_HUNG_BEFORE, /* stopped: still running at the time limit, no marker */
+  SYMMPIN_TEST_RANK_PEER_FAILED, /* stopped: still running after another rank failed */
+  SYMMPIN_TEST_RANK_NOT_STARTED, /* posix_spawn failed */
 } symmpin_test_rank_end;
 
 typedef struct symmpin_test_launch_rank {
   pid_t pid;
   char out_path[256];
   symmpin_test_rank_end end;
-  int status;          /* waitpid's, once EXITED */
-  double marker_ms;    /* when its marker was seen (0: not yet) */
-  double ended_ms;     /* when it ended or was stopped */
-  bool unkillable;     /* still there 10 s after SIGKILL (left behind, said so) */
+  int status;       /* waitpid's, once EXITED */
+  double marker_ms; /* when its marker was seen (0: not yet) */
+  double ended_ms;  /* when it ended or was stopped */
+  bool unkillable;  /* still there 10 s after SIGKILL (left behind, said so) */
   /* the tail of what the marker search read, so a marker split between reads is found */
   char window[64];
   size_t window_len;
@@ -72,13 +72,13 @@ typedef struct symmpin_test_launch_rank {
 } symmpin_test_launch_rank;
 
 typedef struct symmpin_test_launch {
-  const char *prog;        /* the program's name, in messages and file names */
-  char exe[4096];          /* what the ranks run: this program (/proc/self/exe); tests may set it */
-  double timeout_s;        /* APP_RANK_TIMEOUT_S */
-  double teardown_s;       /* APP_TEARDOWN_S */
+  const char *prog;  /* the program's name, in messages and file names */
+  char exe[4096];    /* what the ranks run: this program (/proc/self/exe); tests may set it */
+  double timeout_s;  /* APP_RANK_TIMEOUT_S */
+  double teardown_s; /* APP_TEARDOWN_S */
   int nranks;
   double start_ms;
-  int failed_rank;         /* the first rank that failed, -1 none */
+  int failed_rank; /* the first rank that failed, -1 none */
   double failed_ms;
   symmpin_test_launch_rank rank[SYMMPIN_TEST_LAUNCH_MAX_RANKS];
 } symmpin_test_launch;
@@ -99,7 +99,7 @@ void symmpin_test_launch_wait(symmpin_test_launch *s);
  * removes the file, then prints the "launch: rank r ..." line if the rank did not end cleanly.
  * Returns whether it exited with status 0 on its own. */
 bool symmpin_test_launch_collect(symmpin_test_launch *s, int r,
-                                void (*line_fn)(const char *line, void *arg), void *arg);
+                                 void (*line_fn)(const char *line, void *arg), void *arg);
 
 /* The launcher's exit status: 1 if !results_ok or any rank failed, hung before its results or was
  * stopped after a peer failed; 3 if the only trouble is ranks that hung after their results; 0. */

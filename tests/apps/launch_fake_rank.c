@@ -1,6 +1,6 @@
-/* A stand-in rank for tests/apps/test_launch.c: what spawn.h starts, without CUDA or NCCL. It prints
- * what the launcher gave it (its arguments and environment, the /dev/shm it sees), then behaves as
- * told, so the launcher's bounds and classification can be checked on the CPU.
+/* A stand-in rank for tests/apps/test_launch.c: what spawn.h starts, without CUDA or NCCL. It
+ * prints what the launcher gave it (its arguments and environment, the /dev/shm it sees), then
+ * behaves as told, so the launcher's bounds and classification can be checked on the CPU.
  *
  *   launch_fake_rank BEHAVIOURS [ARG...] --child R
  * BEHAVIOURS: comma-separated, one per rank (the last repeats): ok (marker, exit 0), fail (exit 1,
@@ -34,9 +34,10 @@ int main(int argc, char **argv) {
     if (i <= rank) what = t;
   struct stat shm;
   if (stat("/dev/shm", &shm) != 0) memset(&shm, 0, sizeof shm);
-  printf("FAKE rank=%d RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s NCCL_HOSTID=%s NVLS=%s SHM=%lu:%lu ARGS=",
-         rank, env_or("RANK"), env_or("LOCAL_RANK"), env_or("WORLD_SIZE"), env_or("NCCL_HOSTID"),
-         env_or("NCCL_NVLS_ENABLE"), (unsigned long)shm.st_dev, (unsigned long)shm.st_ino);
+  printf(
+      "FAKE rank=%d RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s NCCL_HOSTID=%s NVLS=%s SHM=%lu:%lu ARGS=",
+      rank, env_or("RANK"), env_or("LOCAL_RANK"), env_or("WORLD_SIZE"), env_or("NCCL_HOSTID"),
+      env_or("NCCL_NVLS_ENABLE"), (unsigned long)shm.st_dev, (unsigned long)shm.st_ino);
   for (int a = 2; a < argc; a++) printf("%s%s", a > 2 ? " " : "", argv[a]);
   printf("\n");
   fflush(stdout);

@@ -3,7 +3,8 @@
  * rank wrapper of the GPU suite (scripts/rank-env.sh: NCCL host ids, a /dev/shm per host), and
  * every bound: a rank that hangs after or before its results, or after a peer failed, is stopped
  * with its process group and named; a signal to the launcher reaches the ranks.
- * Environment (from meson): LAUNCH_FAKE_RANK (the stand-in), LAUNCH_RANK_ENV (scripts/rank-env.sh). */
+ * Environment (from meson): LAUNCH_FAKE_RANK (the stand-in), LAUNCH_RANK_ENV (scripts/rank-env.sh).
+ */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -177,7 +178,9 @@ Test(launch, without_host_counts_the_wrapper_changes_nothing) {
   cr_assert(strstr(out[1].text, "ARGS=--uid 00ff --child 1\n"));
 }
 
-static bool can_unshare(void) { return geteuid() == 0 && system("unshare -m true 2>/dev/null") == 0; }
+static bool can_unshare(void) {
+  return geteuid() == 0 && system("unshare -m true 2>/dev/null") == 0;
+}
 
 static int count_entries(const char *dir, const char *prefix) {
   int n = 0;
@@ -205,7 +208,8 @@ Test(launch, ranks_of_one_host_share_a_private_dev_shm) {
   char shm[4][64];
   for (int r = 0; r < 4; r++) field(&out[r], "SHM=", shm[r], sizeof shm[r]);
   char real_id[64];
-  snprintf(real_id, sizeof real_id, "%lu:%lu", (unsigned long)real.st_dev, (unsigned long)real.st_ino);
+  snprintf(real_id, sizeof real_id, "%lu:%lu", (unsigned long)real.st_dev,
+           (unsigned long)real.st_ino);
   cr_assert_str_eq(shm[0], shm[1]);
   cr_assert_str_eq(shm[2], shm[3]);
   cr_assert_str_neq(shm[0], shm[2]);
@@ -216,7 +220,8 @@ Test(launch, ranks_of_one_host_share_a_private_dev_shm) {
     snprintf(host[h], sizeof host[h], "%s/host%d", root, h);
     cr_assert_eq(count_entries(host[h], "fake-rank-"), 2, "host%d holds its ranks' files", h);
   }
-  cr_assert_eq(count_entries("/dev/shm", "fake-rank-"), real_before, "nothing in the real /dev/shm");
+  cr_assert_eq(count_entries("/dev/shm", "fake-rank-"), real_before,
+               "nothing in the real /dev/shm");
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
   cr_assert(system(cmd) == 0);

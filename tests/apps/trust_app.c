@@ -71,8 +71,13 @@ static struct {
   long straggle_ms, abort_after_ms, churn_seconds;
   int child;
   const char *uid;
-} opt = {.scenario = "side", .calls = 400, .cycles = 1000, .calls_per_cycle = 64,
-         .straggle_ms = 5000, .abort_after_ms = 1000, .child = -1};
+} opt = {.scenario = "side",
+         .calls = 400,
+         .cycles = 1000,
+         .calls_per_cycle = 64,
+         .straggle_ms = 5000,
+         .abort_after_ms = 1000,
+         .child = -1};
 
 /* Three call shapes, each from its own call site in the loop: one LL-sized, one mid, one copy. */
 typedef struct shape {
@@ -529,7 +534,8 @@ __attribute__((noinline)) static int world_barrier(rank_ctx *c, ncclComm_t world
   SYMMPIN_TEST_CUDA(cudaDeviceSynchronize());
   ncclResult_t async = ncclSuccess;
   SYMMPIN_TEST_NCCL(ncclCommGetAsyncError(world, &async));
-  if (async != ncclSuccess) SYMMPIN_TEST_FAIL("rank %d: world communicator error %d", c->rank, async);
+  if (async != ncclSuccess)
+    SYMMPIN_TEST_FAIL("rank %d: world communicator error %d", c->rank, async);
   SYMMPIN_TEST_CUDA(cudaMemcpy(c->send[0], &vote, sizeof vote, cudaMemcpyHostToDevice));
   SYMMPIN_TEST_NCCL(ncclAllReduce(c->send[0], c->recv[0], 1, ncclInt32, ncclMax, world, 0));
   SYMMPIN_TEST_CUDA(cudaMemcpy(&vote, c->recv[0], sizeof vote, cudaMemcpyDeviceToHost));
@@ -571,8 +577,8 @@ static void scenario_churn(rank_ctx *c) {
   int fds1 = open_fds(), shm1 = shm_boards();
   long long grew = (long long)free0 - (long long)free1;
   printf("CHURN rank=%d cycles=%d wanted=%d seconds=%.1f device_bytes_grown=%lld fds=%d->%d "
-         "shm_boards=%d->%d\n", c->rank, done_cycles, opt.cycles, (now_ms() - t0) / 1e3, grew,
-         fds0, fds1, shm0, shm1);
+         "shm_boards=%d->%d\n",
+         c->rank, done_cycles, opt.cycles, (now_ms() - t0) / 1e3, grew, fds0, fds1, shm0, shm1);
   /* Device memory is judged against the same run without symmpin (scripts/gpu-suite.sh): NCCL's
    * own caches move it too. Files and boards are symmpin's alone. */
   expect(c, done_cycles >= 10, "at least 10 cycles (the baseline)");
@@ -717,9 +723,11 @@ static int run_procs(void) {
   snprintf(st, sizeof st, "%ld", opt.straggle_ms);
   snprintf(ab, sizeof ab, "%ld", opt.abort_after_ms);
   snprintf(cs, sizeof cs, "%ld", opt.churn_seconds);
-  char *args[] = {"--uid", hex, "--ranks", ns, "--scenario", (char *)opt.scenario, "--calls", calls,
-                  "--cycles", cycles, "--calls-per-cycle", per_cycle, "--straggle", st,
-                  "--abort-after", ab, "--churn-seconds", cs, NULL};
+  char *args[] = {
+      "--uid",      hex,   "--ranks",       ns,     "--scenario",        (char *)opt.scenario,
+      "--calls",    calls, "--cycles",      cycles, "--calls-per-cycle", per_cycle,
+      "--straggle", st,    "--abort-after", ab,     "--churn-seconds",   cs,
+      NULL};
   symmpin_test_launch sp;
   if (!symmpin_test_launch_init(&sp, PROG) || !symmpin_test_launch_start(&sp, opt.nranks, args))
     return 2;
@@ -739,15 +747,19 @@ static int run_procs(void) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longs[] = {
-      {"scenario", required_argument, NULL, 's'}, {"ranks", required_argument, NULL, 'n'},
-      {"calls", required_argument, NULL, 'c'},    {"cycles", required_argument, NULL, 'y'},
-      {"straggle", required_argument, NULL, 't'}, {"abort-after", required_argument, NULL, 'a'},
-      {"child", required_argument, NULL, 'C'},    {"uid", required_argument, NULL, 'u'},
-      {"calls-per-cycle", required_argument, NULL, 'p'},
-      {"churn-seconds", required_argument, NULL, 'S'},
-      {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
-      {NULL, 0, NULL, 0}};
+  static const struct option longs[] = {{"scenario", required_argument, NULL, 's'},
+                                        {"ranks", required_argument, NULL, 'n'},
+                                        {"calls", required_argument, NULL, 'c'},
+                                        {"cycles", required_argument, NULL, 'y'},
+                                        {"straggle", required_argument, NULL, 't'},
+                                        {"abort-after", required_argument, NULL, 'a'},
+                                        {"child", required_argument, NULL, 'C'},
+                                        {"uid", required_argument, NULL, 'u'},
+                                        {"calls-per-cycle", required_argument, NULL, 'p'},
+                                        {"churn-seconds", required_argument, NULL, 'S'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {"version", no_argument, NULL, 'V'},
+                                        {NULL, 0, NULL, 0}};
   int ch;
   long v;
   while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -793,7 +805,8 @@ int main(int argc, char **argv) {
       break;
     case 'h':
       printf("usage: " PROG " [--scenario side|sites|fault|abort|graphs|churn|busy] [--ranks N]\n"
-             "                     [--calls N] [--cycles N] [--calls-per-cycle N] [--churn-seconds S]\n"
+             "                     [--calls N] [--cycles N] [--calls-per-cycle N] [--churn-seconds "
+             "S]\n"
              "                     [--straggle MS] [--abort-after MS]\n"
              "The failure scenarios of symmpin's docs/design.md as a plain NCCL program; see the\n"
              "comment at the top of tests/apps/trust_app.c.\n");
