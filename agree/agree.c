@@ -89,6 +89,16 @@ struct symmpin_agree {
   unsigned timeouts_in_row; /* epochs failed by a wait that expired, since the last GO */
 };
 
+/* Constants of two modules that must agree. Every rank of a communicator the kernels take has a
+ * route log on the board (a rank past the board's logs would never be compared: its routes could
+ * differ unseen); and the fixed parts of this rank's posts fit in one board blob. */
+_Static_assert(SYMMPIN_BOARD_ROUTE_RANKS >= SYMMPIN_KERNEL_MAX_RANKS,
+               "the board keeps route logs for fewer ranks than the kernels take");
+_Static_assert(sizeof(record_head) + SYMMPIN_CHOICE_SHAPES * sizeof(symmpin_choice_entry) <=
+                   SYMMPIN_BOARD_BLOB_MAX,
+               "a record post's head and measurements do not fit in a board blob");
+_Static_assert(sizeof(plan_blob) <= SYMMPIN_BOARD_BLOB_MAX, "a plan post does not fit in a blob");
+
 static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 
 /* ---- what plans are made of: the kernels' slot sizes and sharing classes ---- */

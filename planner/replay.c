@@ -16,6 +16,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "planner/record.h"
 #include "planner/schedule.h"
@@ -712,9 +713,11 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
   return SYMMPIN_OK;
 }
 
-/* "site S, stream N" for a plan key; the key itself only if no call made it (cannot happen). */
+/* "site S, stream N" for a plan key. Every plan key is a call's (site, stream); without asserts
+ * a key no call made is printed as itself. */
 static void print_entry_name(FILE *out, const comm_data *c, uint64_t key) {
   const key_info *k = key_find(c, key);
+  SYMMPIN_ASSERT(k != NULL);
   if (!k)
     fprintf(out, "plan key %016" PRIx64 " (no call site known)", key);
   else if (k->stream < 0)

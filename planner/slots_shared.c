@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 
 static int cmp_u64(const void *a, const void *b) {
@@ -107,6 +108,27 @@ static bool fits(const symmpin_slot_problem *p, const slots *s, size_t x, uint64
   return true;
 }
 
+/* The invariant (top of this file) for the items this plan placed (todo), against every item,
+ * O(n^2): ranges disjoint or starting at one offset, items at one offset never in flight
+ * together, none in the reserved bytes. (Items of earlier plans may break it among themselves: a
+ * site demoted for a conflict keeps its bytes.) */
+static bool placement_holds(const symmpin_slot_problem *p, const order_key *todo, size_t ntodo) {
+  for (size_t t = 0; t < ntodo; t++) {
+    size_t i = todo[t].index;
+    const symmpin_slot_item *a = &p->items[i];
+    if (p->reserved_bytes && a->offset < p->reserved_offset + p->reserved_bytes &&
+        p->reserved_offset < a->offset + a->bytes)
+      return false;
+    for (size_t j = 0; j < p->nitems; j++) {
+      const symmpin_slot_item *b = &p->items[j];
+      if (j != i && symmpin_slots_intersect(a, b) &&
+          (a->offset != b->offset || symmpin_slots_overlap(p, i, j)))
+        return false;
+    }
+  }
+  return true;
+}
+
 static symmpin_status assign_shared(symmpin_slot_problem *p) {
   size_t n = p->nitems, cap = n ? n : 1;
   order_key *todo = malloc(cap * sizeof(*todo));
@@ -156,6 +178,7 @@ static symmpin_status assign_shared(symmpin_slot_problem *p) {
     if (o + p->items[x].bytes > end) end = o + p->items[x].bytes;
   }
   p->pool_bytes = end;
+  SYMMPIN_ASSERT_EXPENSIVE(placement_holds(p, todo, ntodo));
   free(todo);
   free(s.v);
   free(s.next);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 
 /* ---- call names ---- */
@@ -448,7 +449,7 @@ symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_e
     ev->seq = ++w->seq;
     int n = symmpin_trace_format_event(ev, w->buf + w->used, SYMMPIN_TRACE_LINE_MAX);
     if (n < 0) {
-      /* Cannot happen with the current fields (the longest line is ~700 bytes); a bug. */
+      /* Only a bug gets here: the longest line the current fields make is ~700 bytes. */
       w->seq--;
       st = SYMMPIN_ERR_INTERNAL;
     } else {
@@ -458,8 +459,8 @@ symmpin_status symmpin_trace_writer_add(symmpin_trace_writer *w, symmpin_trace_e
   }
   pthread_mutex_unlock(&w->lock);
   if (st == SYMMPIN_ERR_INTERNAL)
-    SYMMPIN_WARN("trace %s: a %s event does not fit in %d bytes (a bug); event dropped", w->path,
-                 symmpin_trace_call_name(ev->call), SYMMPIN_TRACE_LINE_MAX);
+    SYMMPIN_BUG("trace %s: a %s event does not fit in %d bytes; event dropped", w->path,
+                symmpin_trace_call_name(ev->call), SYMMPIN_TRACE_LINE_MAX);
   return st;
 }
 

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "common/hash.h"
+#include "common/invariant.h"
 #include "common/log.h"
 #include "preload/errrec.h"
 #include "preload/events.h" /* SYMMPIN_NCCL_REMOTE_ERROR */
@@ -368,7 +369,7 @@ static void unpublish_locked(slot *s, node *n) {
     atomic_store_explicit(&s->entry, NULL, memory_order_relaxed);
     tombs++;
   } else {
-    SYMMPIN_WARN("comm %p: registered but not in the table (a bug)", n->c.handle);
+    SYMMPIN_BUG("comm %p: registered but not in the table", n->c.handle);
   }
   live--;
   node_drop(n, 1); /* after the tombstone: a reader refused by refs then sees the tombstone */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "planner/warmup.h"
 #include "agree/agree.h"
@@ -228,7 +229,7 @@ void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *
   memset(&cfg, 0, sizeof cfg);
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     bool ok = set_value(&vars[i], vars[i].def, &cfg);
-    (void)ok; /* defaults are valid by construction (tests check it) */
+    SYMMPIN_ASSERT(ok); /* every default is valid (tests/preload/test_config.c checks it too) */
   }
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *text = get(vars[i].name, arg);

@@ -1,7 +1,9 @@
 /* The engine: the GPU side of symmpin for one communicator. It owns the symmetric pool and the
  * kernels' error record, gives the agreement (agree/agree.h, CUDA-free) its GPU operations, and
- * launches the kernels for calls whose sites the agreed plan pins. docs/design.md
- * ("Per-communicator life") is the whole protocol in prose.
+ * launches the kernels for calls whose sites the agreed plan pins: setup, the per-call path (route,
+ * slot order, launch, groups, the error state) and teardown. Its parts of their own: the timing
+ * pairs of the choice by measurement and the statistics (timing.h) and the capture arena
+ * (arena.h). docs/design.md ("Per-communicator life") is the whole protocol in prose.
  *
  * Everything runs under the communicator's lock (preload holds it) and the re-entrancy guard. */
 #include "preload/engine.h"
@@ -13,15 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "kernels/allreduce.h"
 #include "agree/agree.h"
+#include "preload/arena.h"
 #include "preload/banner.h"
 #include "agree/choice.h"
 #include "preload/config.h"
 #include "preload/host.h"
 #include "preload/keep.h"
 #include "preload/stats.h"
+#include "preload/timing.h"
+#include "symmem/cuda_check.h"
+#include "symmem/devscope.h"
 #include "symmem/pool.h"
 
 /* SYMMPIN_TEST_FAULT: one injected fault for the GPU suite (docs/config.md). */
@@ -64,23 +71,6 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
   return f.kind == kind && f.rank == c->rank && f.call == n;
 }
 
-/* Timing, for the choice by measurement (SYMMPIN_CHOOSE=measure: agree/choice.h decides which
- * calls, the first 16 per shape and path) and for the statistics (SYMMPIN_MEASURE:
- * symmpin_stats_want_timing decides): sampled eager calls are timed with a pair of CUDA events
- * recorded around NCCL's call or symmpin's kernel on the call's stream, at most TIMING_PAIRS in
- * flight; a finished pair is read (cudaEventQuery, never a wait) at a later call. */
-#define TIMING_PAIRS 64
-#define TIMING_READS_PER_CALL 4
-
-typedef struct timing_pair {
-  cudaEvent_t start, end; /* created on first use */
-  uint64_t site;
-  symmpin_plan_shape shape;
-  bool redirected;
-  bool for_stats, for_choice; /* who asked */
-  enum { PAIR_FREE, PAIR_STARTED, PAIR_ENDED } state;
-} timing_pair;
-
 /* How many route-log entries per peer a call compares, and an async-error query (which has time:
  * the program's watchdog polls it). */
 #define ROUTE_CHECK_BUDGET_CALL 8u
@@ -98,17 +88,6 @@ typedef struct slot_order {
   int last_ord;        /* stream ordinal of the latest kernel; NO_KERNEL_YET before the first */
 } slot_order;
 #define NO_KERNEL_YET (-2)
-
-/* Capture (docs/design.md "Capture"): calls captured into CUDA graphs use the plan's capture
- * arena, never an eager slot. A lane is one capture sequence's stream and slot class: its calls
- * are ordered in the graph, so they share one slot (grown by taking a new one when a larger call
- * comes). Lanes are reused round-robin; a capture that needs a lane again gets a new slot. */
-#define CAPTURE_LANES 32
-typedef struct capture_lane {
-  unsigned long long capture_id; /* 0: free */
-  int stream_ord, klass;
-  uint64_t offset, bytes;
-} capture_lane;
 
 /* Calls of one ncclGroupStart/End held for one launch (symmpin_kernel_launch_group) at the
  * group's end: one stream, datatype, op and capture state, each call on its own slot. A call that
@@ -137,10 +116,7 @@ struct symmpin_engine_comm {
   bool timeout_reported;
   slot_order *orders;        /* the eager slots' order (slot_order above) */
   size_t norders, orders_cap; /* used entries, table size (a power of two, or 0) */
-  capture_lane lanes[CAPTURE_LANES];
-  unsigned lane_next;        /* the lane a new capture stream takes */
-  uint64_t capture_used;     /* bytes of the arena handed out (never returned: graphs live on) */
-  bool capture_full_logged;
+  symmpin_arena arena;        /* the captured calls' slots (arena.h) */
   group_batch batch;         /* calls held for one launch at the group's end */
   /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
@@ -149,9 +125,8 @@ struct symmpin_engine_comm {
   enum { FIRST_NONE, FIRST_STREAM, FIRST_RECORDED, FIRST_DONE } first;
   bool first_tried;          /* the first call with data was looked at */
   bool capturing_now;        /* the call being handled is captured (agreement callbacks ask) */
-  timing_pair *timings;      /* TIMING_PAIRS of them when timing is on (timing_on) */
+  symmpin_timing *timing;    /* the timing pairs (timing.h), NULL until a call may be sampled */
   symmpin_choice *choice;    /* this rank's samples per shape (SYMMPIN_CHOOSE=measure) */
-  unsigned timing_next;      /* where the next read looks */
 };
 
 /* ---- the agreement's GPU operations (ctx is the communicator) ---- */
@@ -160,12 +135,23 @@ struct symmpin_engine_comm {
  * thread (or, in global mode, another thread) has in progress: relaxed mode for their duration. */
 static enum cudaStreamCaptureMode capture_mode_relax(void) {
   enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
   return m;
 }
 
 static void capture_mode_restore(enum cudaStreamCaptureMode m) {
-  cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
+}
+
+/* The communicator's device current for a few CUDA calls, and the thread put back exactly as it
+ * was after them (symmpin_devscope_leave). Not a hand-made cudaGetDevice/cudaSetDevice pair:
+ * restoring by device number gives a thread without a context one on GPU 0, and replaces a
+ * context the program made current itself (symmem/devscope.h). false: the device cannot be made
+ * current (the failing CUDA call is logged); nothing to leave then. */
+static bool device_enter(const symmpin_comm *c, symmpin_devscope *s) {
+  if (symmpin_devscope_enter(c->device, s, NULL) == SYMMPIN_OK) return true;
+  symmpin_devscope_abandon(s);
+  return false;
 }
 
 /* CUDA resources, made at the first plan (never during capture): the keep of the pool and the
@@ -187,7 +173,9 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
   atomic_store(&c->kernel_failed, &e->err_host->timed_out);
   if (atomic_load(&c->aborting) || atomic_load(&c->async_error)) e->err_host->abort = 1;
   int khz = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device) != cudaSuccess || khz <= 0)
+  if (SYMMPIN_CUDA_IGNORE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device)) !=
+          cudaSuccess ||
+      khz <= 0)
     khz = 2000000; /* H100/H200 boost clock, kHz */
   e->timeout_cycles = symmpin_config_get()->kernel_timeout_ms * (uint64_t)khz; /* 0: no deadline */
   return SYMMPIN_OK;
@@ -210,18 +198,18 @@ static void first_call_note(symmpin_comm *c, struct symmpin_engine_comm *e, uint
     }
   } else if (e->first == FIRST_STREAM && !capturing) {
     e->first = FIRST_NONE;
-    int cur = -1;
-    cudaGetDevice(&cur);
-    if (cur != c->device) cudaSetDevice(c->device);
+    symmpin_devscope s;
+    if (!device_enter(c, &s)) return;
     if (symmpin_host_capturing(e->first_stream) == 0 &&
-        cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming) == cudaSuccess) {
-      if (cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream) == cudaSuccess)
+        SYMMPIN_CUDA_IGNORE(cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming)) ==
+            cudaSuccess) {
+      if (SYMMPIN_CUDA_IGNORE(cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream)) ==
+          cudaSuccess)
         e->first = FIRST_RECORDED;
       else
-        cudaEventDestroy(e->first_ev);
+        (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
     }
-    cudaGetLastError();
-    if (cur != c->device && cur >= 0) cudaSetDevice(cur);
+    symmpin_devscope_leave(&s);
   }
 }
 
@@ -232,10 +220,9 @@ static bool op_first_call_done(void *ctx) {
    * so that another thread's global-mode capture is not invalidated. */
   if (e->first == FIRST_RECORDED && !e->capturing_now) {
     enum cudaStreamCaptureMode mode = capture_mode_relax();
-    cudaError_t q = cudaEventQuery(e->first_ev);
+    cudaError_t q = SYMMPIN_CUDA_QUERY(cudaEventQuery(e->first_ev));
     capture_mode_restore(mode);
     if (q == cudaSuccess) e->first = FIRST_DONE;
-    else if (q != cudaErrorNotReady) cudaGetLastError();
   }
   return e->first == FIRST_DONE;
 }
@@ -285,9 +272,10 @@ static symmpin_status op_attach(void *ctx, const void *const exports[], const sy
   for (size_t i = 0; i < plan->nsites; i++) {
     const symmpin_plan_site *ps = &plan->sites[i];
     if (ps->pinned && !symmpin_pool_fits(e->pool, ps->offset, ps->slot_bytes)) {
-      SYMMPIN_WARN("comm %d rank %d: planned slot [%llu, +%llu) crosses a pool chunk (a bug); "
-                   "staying on NCCL", c->ordinal, c->rank, (unsigned long long)ps->offset,
-                   (unsigned long long)ps->slot_bytes);
+      SYMMPIN_BUG("comm %d rank %d: planned slot [%llu, +%llu) crosses a pool chunk; staying on "
+                  "NCCL",
+                  c->ordinal, c->rank, (unsigned long long)ps->offset,
+                  (unsigned long long)ps->slot_bytes);
       op_settle(ctx, false); /* this rank posts "not attached": back to the agreed size */
       return SYMMPIN_ERR_INTERNAL;
     }
@@ -326,11 +314,14 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
     if (e->choice) p.ops.shape_times = op_shape_times;
   }
   char why[200];
-  int cur = -1;
-  cudaGetDevice(&cur);
-  if (cur != c->device) cudaSetDevice(c->device);
-  symmpin_status kernels_ok = symmpin_kernel_device_check(why, sizeof why);
-  if (cur != c->device && cur >= 0) cudaSetDevice(cur);
+  symmpin_status kernels_ok = SYMMPIN_ERR_CUDA;
+  symmpin_devscope s;
+  if (device_enter(c, &s)) {
+    kernels_ok = symmpin_kernel_device_check(why, sizeof why);
+    symmpin_devscope_leave(&s);
+  } else {
+    snprintf(why, sizeof why, "device %d cannot be made current", c->device);
+  }
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
   } else if (c->nranks < 2 && !cfg->test_one_rank) {
@@ -358,96 +349,14 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
   }
   symmpin_stats_set_pool(c, (uint32_t)p->npinned, p->dedicated_bytes, p->lower_bound_bytes,
                          symmpin_pool_size(e->pool));
-  symmpin_stats_set_capture(c, p->capture_bytes, e->capture_used);
+  symmpin_stats_set_capture(c, p->capture_bytes, e->arena.used);
 }
 
-/* ---- timing (SYMMPIN_MEASURE, SYMMPIN_CHOOSE) ---- */
-
-static int device_enter(symmpin_comm *c);
-static void device_leave(symmpin_comm *c, int cur);
-
-static bool timing_on(symmpin_comm *c, struct symmpin_engine_comm *e) {
-  if (e->timings) return true;
-  if (!e->choice && !(c->stats && symmpin_config_get()->measure)) return false;
-  e->timings = calloc(TIMING_PAIRS, sizeof *e->timings);
-  return e->timings != NULL;
-}
-
-/* Start timing this call if it is sampled: the pair's index, or -1. Never inside a capture (events
- * would become graph nodes) nor a group (NCCL runs a group's calls at ncclGroupEnd). */
-static int timing_start(symmpin_comm *c, struct symmpin_engine_comm *e,
-                        const symmpin_engine_call *ec, bool redirected, bool choice_may) {
-  if (ec->capturing || ec->group_depth > 0 || !timing_on(c, e)) return -1;
-  const symmpin_allreduce_call *a = ec->call;
-  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
-  bool for_choice = choice_may && symmpin_choice_want(e->choice, &shape, redirected);
-  bool for_stats = c->stats && symmpin_config_get()->measure &&
-                   symmpin_stats_want_timing(c->stats, ec->site, redirected);
-  if (!for_choice && !for_stats) return -1;
-  for (int i = 0; i < TIMING_PAIRS; i++) {
-    timing_pair *t = &e->timings[i];
-    if (t->state != PAIR_FREE) continue;
-    int cur = device_enter(c); /* events belong to the call's device (only sampled calls pay) */
-    bool ok = (t->start || cudaEventCreate(&t->start) == cudaSuccess) &&
-              (t->end || cudaEventCreate(&t->end) == cudaSuccess) &&
-              cudaEventRecord(t->start, (cudaStream_t)ec->call->stream) == cudaSuccess;
-    device_leave(c, cur);
-    if (!ok) {
-      cudaGetLastError();
-      return -1;
-    }
-    *t = (timing_pair){.start = t->start, .end = t->end, .site = ec->site, .shape = shape,
-                       .redirected = redirected, .for_stats = for_stats,
-                       .for_choice = for_choice, .state = PAIR_STARTED};
-    return i;
-  }
-  return -1; /* all in flight: this call is not sampled */
-}
-
-static void timing_end(struct symmpin_engine_comm *e, int i, void *stream, bool ok) {
-  if (i < 0 || !e->timings || e->timings[i].state != PAIR_STARTED) return;
-  timing_pair *t = &e->timings[i];
-  t->state = ok && cudaEventRecord(t->end, (cudaStream_t)stream) == cudaSuccess ? PAIR_ENDED
-                                                                               : PAIR_FREE;
-  cudaGetLastError();
-}
-
-/* Read up to TIMING_READS_PER_CALL finished pairs into the statistics. */
-static void timing_read(symmpin_comm *c, struct symmpin_engine_comm *e) {
-  if (!e->timings) return;
-  for (int k = 0, reads = 0; k < TIMING_PAIRS && reads < TIMING_READS_PER_CALL; k++) {
-    timing_pair *t = &e->timings[e->timing_next++ % TIMING_PAIRS];
-    if (t->state != PAIR_ENDED) continue;
-    reads++;
-    cudaError_t q = cudaEventQuery(t->end);
-    if (q == cudaErrorNotReady) continue;
-    float ms = 0;
-    if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess) {
-      if (t->for_stats) symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
-      if (t->for_choice) symmpin_choice_add(e->choice, &t->shape, t->redirected, ms * 1000.0);
-    }
-    cudaGetLastError();
-    t->state = PAIR_FREE;
-  }
-}
-
-static void timing_free(struct symmpin_engine_comm *e) {
-  if (!e->timings) return;
-  for (int i = 0; i < TIMING_PAIRS; i++) /* never blocks, also for events still pending */
-    {
-      if (e->timings[i].start) cudaEventDestroy(e->timings[i].start);
-      if (e->timings[i].end) cudaEventDestroy(e->timings[i].end);
-    }
-  cudaGetLastError();
-  free(e->timings);
-  e->timings = NULL;
-}
+/* ---- timing (timing.h) ---- */
 
 void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, int rc) {
-  if (!c->engine || ec->timing < 0) return;
-  int cur = device_enter(c); /* the call's device, as at the start event (a NULL stream is per device) */
-  timing_end(c->engine, ec->timing, ec->call->stream, rc == 0);
-  device_leave(c, cur);
+  if (!c->engine) return;
+  symmpin_timing_end_on_device(c->engine->timing, c, ec->timing, ec->call->stream, rc == 0);
 }
 
 /* ---- the per-call path ---- */
@@ -544,7 +453,9 @@ static slot_order *order_of(struct symmpin_engine_comm *e, uint64_t offset) {
   }
   slot_order *so = order_find(e, offset);
   if (!so->used) {
-    if (cudaEventCreateWithFlags(&so->done, cudaEventDisableTiming) != cudaSuccess) return NULL;
+    if (SYMMPIN_CUDA_CHECK(cudaEventCreateWithFlags(&so->done, cudaEventDisableTiming)) !=
+        cudaSuccess)
+      return NULL;
     *so = (slot_order){.offset = offset, .used = true, .done = so->done, .last_ord = NO_KERNEL_YET};
     e->norders++;
   }
@@ -561,14 +472,14 @@ static void orders_free(struct symmpin_engine_comm *e) {
     if (events) {
       events[n++] = e->orders[i].done;
     } else { /* no memory to hand them over: wait here rather than free under a kernel */
-      if (e->keep) cudaEventSynchronize(e->orders[i].done);
-      cudaEventDestroy(e->orders[i].done);
+      if (e->keep) (void)SYMMPIN_CUDA_IGNORE(cudaEventSynchronize(e->orders[i].done));
+      (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->orders[i].done));
     }
   }
   if (e->keep) {
     symmpin_keep_retire(e->keep, events, n); /* owns the pool from now on */
   } else {
-    for (int i = 0; i < n; i++) cudaEventDestroy(events[i]);
+    for (int i = 0; i < n; i++) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(events[i]));
     symmpin_pool_destroy(e->pool); /* never grown: no chunk, no CUDA call */
   }
   e->keep = NULL;
@@ -577,69 +488,6 @@ static void orders_free(struct symmpin_engine_comm *e) {
   free(e->orders);
   e->orders = NULL;
   e->orders_cap = e->norders = 0;
-}
-
-/* ---- the capture arena ---- */
-
-/* A slot of `bytes` (class klass) in the arena for a call captured on stream ordinal `ord` of
- * capture sequence `id`: the lane's slot if it is large enough, else a new one. Every rank
- * captures the same calls in the same order, so every rank hands out the same offsets; the
- * route check catches ranks that capture differently. false when the arena is full. */
-static bool capture_slot(struct symmpin_engine_comm *e, const symmpin_plan *plan,
-                         unsigned long long id, int ord, int klass, uint64_t bytes,
-                         uint64_t *offset) {
-  /* An unknown capture or stream cannot be told apart from another one: never shared. */
-  bool shareable = id != 0 && ord >= 0;
-  capture_lane *lane = NULL;
-  for (int i = 0; shareable && i < CAPTURE_LANES && !lane; i++)
-    if (e->lanes[i].capture_id == id && e->lanes[i].stream_ord == ord && e->lanes[i].klass == klass)
-      lane = &e->lanes[i];
-  if (lane && lane->bytes >= bytes) {
-    *offset = lane->offset;
-    return true;
-  }
-  if (e->capture_used + bytes > plan->capture_bytes) return false;
-  *offset = plan->capture_offset + e->capture_used;
-  e->capture_used += bytes;
-  if (!shareable) return true;
-  if (!lane) lane = &e->lanes[e->lane_next++ % CAPTURE_LANES];
-  *lane = (capture_lane){.capture_id = id, .stream_ord = ord, .klass = klass, .offset = *offset,
-                         .bytes = bytes};
-  return true;
-}
-
-/* The arena slot for a captured call, as a plan entry (the route log and the launch take one),
- * or the reason it goes to NCCL. */
-static symmpin_reason capture_route(symmpin_comm *c, struct symmpin_engine_comm *e,
-                                    const symmpin_plan *plan, const symmpin_engine_call *ec,
-                                    symmpin_plan_site *out) {
-  const symmpin_allreduce_call *a = ec->call;
-  const symmpin_config *cfg = symmpin_config_get();
-  /* The capture state could not be read (ec->capture_id 0): maybe not a capture at all. NCCL,
-   * rather than arena bytes a peer that knows better would not take. */
-  if (ec->capture_id == 0) return SYMMPIN_REASON_CAPTURE;
-  if (!symmpin_kernel_supports(a->dtype, a->op)) return SYMMPIN_REASON_TYPE_OP;
-  if (cfg->max_bytes && (uint64_t)a->count * symmpin_dtype_size(a->dtype) > cfg->max_bytes)
-    return SYMMPIN_REASON_TOO_LARGE;
-  size_t need = symmpin_kernel_slot_bytes(a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
-  if (!need) return SYMMPIN_REASON_TYPE_OP;
-  need = (need + SYMMPIN_PLAN_ALIGNMENT - 1) / SYMMPIN_PLAN_ALIGNMENT * SYMMPIN_PLAN_ALIGNMENT;
-  int klass = symmpin_kernel_slot_class(a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
-  uint64_t offset = 0;
-  if (!capture_slot(e, plan, ec->capture_id, ec->stream_ord, klass, need, &offset)) {
-    if (!e->capture_full_logged && plan->capture_bytes) {
-      e->capture_full_logged = true;
-      SYMMPIN_INFO("comm %d rank %d: the capture arena (%llu bytes, SYMMPIN_CAPTURE_BYTES) is "
-                   "full: all-reduces captured from now on go to NCCL", c->ordinal, c->rank,
-                   (unsigned long long)plan->capture_bytes);
-    }
-    return SYMMPIN_REASON_CAPTURE;
-  }
-  symmpin_stats_set_capture(c, plan->capture_bytes, e->capture_used);
-  *out = (symmpin_plan_site){.site = ec->site, .count = a->count, .dtype = a->dtype, .op = a->op,
-                             .pinned = true, .offset = offset, .slot_bytes = need,
-                             .stream_ord = ec->stream_ord, .epoch = plan->epoch};
-  return SYMMPIN_REASON_NONE;
 }
 
 /* ---- the launch ---- */
@@ -657,6 +505,7 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
       .input = SYMMPIN_INPUT_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
       .error = e->err_dev, .call_id = (uint32_t)n,
   };
+  SYMMPIN_ASSERT(c->nranks <= SYMMPIN_KERNEL_MAX_RANKS); /* larger ones stay off (engine_get) */
   for (int r = 0; r < c->nranks; r++) {
     k->slot[r] = symmpin_pool_addr(e->pool, r, slot->offset);
     if (!k->slot[r]) return false;
@@ -669,12 +518,9 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
 static bool graph_hold(struct symmpin_engine_comm *e, void *stream) {
   enum cudaStreamCaptureStatus status;
   unsigned long long id = 0;
-  if (!e->keep ||
-      cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL) !=
-          cudaSuccess) {
-    cudaGetLastError();
+  if (!e->keep || SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo(
+                      (cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL)) != cudaSuccess)
     return false;
-  }
   size_t ring = sizeof e->held_captures / sizeof e->held_captures[0];
   for (size_t i = 0; i < ring; i++)
     if (e->held_captures[i] == id && id != 0) return true;
@@ -699,32 +545,23 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
     so[i] = order_find(e, offsets[i]);
     /* An unknown ordinal (-1) may be any stream: wait. */
     if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
-      ok = cudaStreamWaitEvent(s, so[i]->done, 0) == cudaSuccess;
+      ok = SYMMPIN_CUDA_CHECK(cudaStreamWaitEvent(s, so[i]->done, 0)) == cudaSuccess;
   }
   /* A captured kernel's graph holds the pool until the graph is gone (keep.h). */
   if (capturing) ok = graph_hold(e, stream);
-  int timing = ok && timed ? timing_start(c, e, timed, true, true) : -1;
-  ok = ok && (n == 1 ? symmpin_kernel_launch(k, stream)
-                     : symmpin_kernel_launch_group(k, n, stream)) == SYMMPIN_OK;
-  timing_end(e, timing, stream, ok);
+  int timing = ok && timed ? symmpin_timing_start(&e->timing, c, e->choice, timed, true, true) : -1;
+  if (ok) {
+    cudaError_t before = cudaPeekAtLastError();
+    ok = (n == 1 ? symmpin_kernel_launch(k, stream) : symmpin_kernel_launch_group(k, n, stream)) ==
+         SYMMPIN_OK;
+    if (!ok) symmpin_cuda_clear_failure(before); /* the launch logged its failure, not cleared it */
+  }
+  symmpin_timing_end(e->timing, timing, stream, ok);
   for (int i = 0; ok && i < n && !capturing; i++) {
-    ok = cudaEventRecord(so[i]->done, s) == cudaSuccess;
+    ok = SYMMPIN_CUDA_CHECK(cudaEventRecord(so[i]->done, s)) == cudaSuccess;
     so[i]->last_ord = ord;
   }
-  if (!ok) cudaGetLastError();
   return ok;
-}
-
-/* Switch to the communicator's device for the duration of a launch. */
-static int device_enter(symmpin_comm *c) {
-  int cur = -1;
-  cudaGetDevice(&cur);
-  if (cur != c->device) cudaSetDevice(c->device);
-  return cur;
-}
-
-static void device_leave(symmpin_comm *c, int cur) {
-  if (cur != c->device && cur >= 0) cudaSetDevice(cur);
 }
 
 /* Call n, now. */
@@ -732,10 +569,11 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
                    const symmpin_plan_site *slot, uint64_t n) {
   symmpin_kernel_call k;
   if (!kernel_call_of(c, e, ec, slot, n, &k)) return false;
-  int cur = device_enter(c);
+  symmpin_devscope s;
+  if (!device_enter(c, &s)) return false;
   bool ok = launch_ordered(c, e, &k, &slot->offset, 1, ec->call->stream, ec->stream_ord,
                            ec->capturing, ec);
-  device_leave(c, cur);
+  symmpin_devscope_leave(&s);
   return ok;
 }
 
@@ -751,10 +589,13 @@ static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
     b->n = 0;
     return false;
   }
-  int cur = device_enter(c);
-  bool ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord,
-                           b->capturing, NULL);
-  device_leave(c, cur);
+  symmpin_devscope s;
+  bool ok = device_enter(c, &s);
+  if (ok) {
+    ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord, b->capturing,
+                        NULL);
+    symmpin_devscope_leave(&s);
+  }
   if (!ok)
     SYMMPIN_WARN("comm %d rank %d: launching the %d all-reduce(s) of a group from call %llu "
                  "failed", c->ordinal, c->rank, b->n, (unsigned long long)b->first_call);
@@ -831,9 +672,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   e->capturing_now = ec->capturing;
   /* cudaEventQuery is "unsafe" during a capture: never from a capturing call, and in relaxed mode
    * so that another thread's global-mode capture is not invalidated. */
-  if (!ec->capturing && e->timings) {
+  if (!ec->capturing && e->timing) {
     enum cudaStreamCaptureMode mode = capture_mode_relax();
-    timing_read(c, e);
+    symmpin_timing_read(e->timing, c, e->choice);
     capture_mode_restore(mode);
   }
   symmpin_agree_call call = {
@@ -851,7 +692,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
-    ec->timing = timing_start(c, e, ec, false, false);
+    ec->timing = symmpin_timing_start(&e->timing, c, e->choice, ec, false, false);
     return false;
   }
   /* Eager calls: the slot of the pinned site of their shape, whatever their stream (the home
@@ -860,7 +701,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   const symmpin_plan_site *slot = NULL;
   symmpin_plan_site arena_slot;
   if (ec->capturing) {
-    *reason = capture_route(c, e, plan, ec, &arena_slot);
+    *reason = symmpin_arena_route(&e->arena, c, plan, ec, &arena_slot);
     slot = &arena_slot;
   } else {
     *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot));
@@ -884,7 +725,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     return true;
   }
   if (*reason != SYMMPIN_REASON_NONE) {
-    ec->timing = timing_start(c, e, ec, false, *reason == SYMMPIN_REASON_PROBE);
+    ec->timing =
+        symmpin_timing_start(&e->timing, c, e->choice, ec, false, *reason == SYMMPIN_REASON_PROBE);
     return false;
   }
   bool hold = ec->group_depth > 0 && ec->may_batch;
@@ -925,9 +767,10 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
-  timing_free(e);
-  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
-  cudaGetLastError();
+  symmpin_timing_free(e->timing);
+  e->timing = NULL;
+  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
+    (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
   orders_free(e);
   engine_free_host(e);
 }
@@ -952,9 +795,10 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   const volatile uint32_t *failed = atomic_load(&c->kernel_failed);
   if (failed && *failed && !e->err_host->aborted)
     symmpin_comm_fail(c, SYMMPIN_NCCL_REMOTE_ERROR, "a kernel gave up waiting for a peer");
-  timing_free(e);
-  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE) cudaEventDestroy(e->first_ev);
-  cudaGetLastError();
+  symmpin_timing_free(e->timing);
+  e->timing = NULL;
+  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
+    (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
   orders_free(e);
   engine_free_host(e);
 }

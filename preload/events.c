@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "planner/site.h"
@@ -512,9 +513,11 @@ static bool group_may_hold(const symmpin_comm *cm) {
 static void group_note_held(symmpin_comm *cm) {
   for (int i = 0; i < ngroup_comms; i++)
     if (group_comms[i] == cm) return;
+  SYMMPIN_ASSERT(ngroup_comms < group_comms_cap); /* group_may_hold made room */
   symmpin_comm *ref = symmpin_comm_acquire(cm->handle);
   if (ref && ngroup_comms < group_comms_cap) group_comms[ngroup_comms++] = ref;
-  else symmpin_comm_put(ref); /* cannot happen: group_may_hold made room */
+  else
+    symmpin_comm_put(ref);
 }
 
 int symmpin_event_group_flush(void) {

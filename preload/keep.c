@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "symmem/cuda_check.h"
 #include "symmem/devscope.h"
 
 struct symmpin_keep {
@@ -38,11 +39,11 @@ static symmpin_errrec *errrec_get(void) {
   r = calloc(1, sizeof *r);
   if (!r) return NULL;
   void *host = NULL, *dev = NULL;
-  if (cudaHostAlloc(&host, sizeof(symmpin_kernel_error),
-                    cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
-      cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) {
-    cudaGetLastError();
-    if (host) cudaFreeHost(host); /* a record no kernel has seen */
+  if (SYMMPIN_CUDA_CHECK(cudaHostAlloc(&host, sizeof(symmpin_kernel_error),
+                                       cudaHostAllocMapped | cudaHostAllocPortable)) !=
+          cudaSuccess ||
+      SYMMPIN_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0)) != cudaSuccess) {
+    if (host) (void)SYMMPIN_CUDA_IGNORE(cudaFreeHost(host)); /* a record no kernel has seen */
     free(r);
     return NULL;
   }
@@ -77,22 +78,23 @@ bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
   enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = NULL;
   cudaUserObject_t obj = NULL;
-  bool ok = cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, NULL, &graph, NULL, NULL,
-                                     NULL) == cudaSuccess &&
+  bool ok = SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, NULL, &graph,
+                                                        NULL, NULL, NULL)) == cudaSuccess &&
             status == cudaStreamCaptureStatusActive && graph;
   if (ok) {
     atomic_fetch_add(&k->graphs, 1);
-    if (cudaUserObjectCreate(&obj, k, graph_gone, 1, cudaUserObjectNoDestructorSync) !=
-        cudaSuccess) {
+    if (SYMMPIN_CUDA_CHECK(cudaUserObjectCreate(&obj, k, graph_gone, 1,
+                                                cudaUserObjectNoDestructorSync)) != cudaSuccess) {
       atomic_fetch_sub(&k->graphs, 1);
       ok = false;
-    } else if (cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove) != cudaSuccess) {
-      cudaUserObjectRelease(obj, 1); /* its destructor gives the reference back */
+    } else if (SYMMPIN_CUDA_CHECK(cudaGraphRetainUserObject(
+                   graph, obj, 1, cudaGraphUserObjectMove)) != cudaSuccess) {
+      /* its destructor gives the reference back */
+      (void)SYMMPIN_CUDA_IGNORE(cudaUserObjectRelease(obj, 1));
       ok = false;
     }
   }
   if (!ok) {
-    cudaGetLastError();
     if (!k->graph_refused_logged)
       SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (cudaUserObject): "
                    "the captured all-reduce fails (its peers run symmpin's kernel for it)");
@@ -105,16 +107,14 @@ bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
 static bool keep_done(const symmpin_keep *k) {
   if (atomic_load(&k->graphs) != 0) return false;
   for (int i = 0; i < k->nevents; i++) {
-    cudaError_t q = cudaEventQuery(k->events[i]);
-    if (q == cudaErrorNotReady) return false;
-    if (q != cudaSuccess) cudaGetLastError(); /* a broken context: nothing runs any more */
+    /* Another failure than "not ready": a broken context, where nothing runs any more. */
+    if (SYMMPIN_CUDA_QUERY(cudaEventQuery(k->events[i])) == cudaErrorNotReady) return false;
   }
   return true;
 }
 
 static void keep_free(symmpin_keep *k) {
-  for (int i = 0; i < k->nevents; i++) cudaEventDestroy(k->events[i]);
-  cudaGetLastError();
+  for (int i = 0; i < k->nevents; i++) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(k->events[i]));
   free(k->events);
   symmpin_pool_destroy(k->pool);
   symmpin_errrec_put(k->err);
@@ -131,10 +131,9 @@ void symmpin_keep_retire(symmpin_keep *k, void *const *events, int n) {
     } else {
       /* No memory to remember the events: wait for them here rather than free under kernels. */
       for (int i = 0; i < n; i++) {
-        cudaEventSynchronize((cudaEvent_t)events[i]);
-        cudaEventDestroy((cudaEvent_t)events[i]);
+        (void)SYMMPIN_CUDA_IGNORE(cudaEventSynchronize((cudaEvent_t)events[i]));
+        (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy((cudaEvent_t)events[i]));
       }
-      cudaGetLastError();
     }
   }
   pthread_mutex_lock(&lock);

@@ -104,7 +104,8 @@ bool symmpin_board_rank_attached(symmpin_board *b, int r);
  * a signature of the route, the call site) into its own ring of the last
  * SYMMPIN_BOARD_ROUTE_SLOTS calls; peers read them whenever they like and compare, so that ranks
  * that routed one call differently are found without adding a wait to any call. Only ranks below
- * SYMMPIN_BOARD_ROUTE_RANKS have a log (larger communicators are never redirected). A reader gets
+ * SYMMPIN_BOARD_ROUTE_RANKS have a log (larger communicators are never redirected: agree/agree.c
+ * holds it against the kernels' SYMMPIN_KERNEL_MAX_RANKS at compile time). A reader gets
  * false for a call not (or no longer) in r's ring; what it reads is the peer's claim, only ever
  * compared and printed. */
 #define SYMMPIN_BOARD_ROUTE_SLOTS 1024u

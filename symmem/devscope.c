@@ -5,21 +5,22 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
+#include "symmem/cuda_check.h"
+
 static CUresult (*get_current)(CUcontext *);
 static CUresult (*set_current)(CUcontext);
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void resolve(void) {
   enum cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", (void **)&get_current, 12000,
-                                       cudaEnableDefault, &q) != cudaSuccess ||
+  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
+          "cuCtxGetCurrent", (void **)&get_current, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
       q != cudaDriverEntryPointSuccess)
     get_current = NULL;
-  if (cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", (void **)&set_current, 12000,
-                                       cudaEnableDefault, &q) != cudaSuccess ||
+  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
+          "cuCtxSetCurrent", (void **)&set_current, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
       q != cudaDriverEntryPointSuccess)
     set_current = NULL;
-  (void)cudaGetLastError();
 }
 
 /* Only the runtime unloading means "the process is exiting": a destroyed context elsewhere is
@@ -31,7 +32,7 @@ symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *run
   if (runtime_gone) *runtime_gone = false;
   /* Relaxed first, whatever follows: even a failed scope's caller may query events. */
   enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  (void)cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
   s->prev_mode = (int)m;
   s->prev_ctx = NULL;
   s->prev_device = -1;
@@ -42,14 +43,13 @@ symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *run
   int cur = -1;
   /* Without a context, cudaGetDevice still answers (0): compare only when there is one (or when
    * the driver's context functions are missing: then the device is restored by number). */
-  cudaError_t e = ctx || !ctx_api ? cudaGetDevice(&cur) : cudaSuccess;
+  cudaError_t e = ctx || !ctx_api ? SYMMPIN_CUDA_IGNORE(cudaGetDevice(&cur)) : cudaSuccess;
   if (e == cudaSuccess && (!ctx_api ? cur != device : !ctx || cur != device)) {
-    e = cudaSetDevice(device);
+    e = SYMMPIN_CUDA_IGNORE(cudaSetDevice(device));
     s->switched = e == cudaSuccess;
   }
   if (e != cudaSuccess) {
     if (runtime_gone) *runtime_gone = gone(e);
-    (void)cudaGetLastError();
     s->switched = false;
     return SYMMPIN_ERR_CUDA;
   }
@@ -63,13 +63,13 @@ void symmpin_devscope_leave(symmpin_devscope *s) {
     if (get_current && set_current)
       (void)set_current((CUcontext)s->prev_ctx);
     else if (s->prev_device >= 0)
-      (void)cudaSetDevice(s->prev_device);
+      (void)SYMMPIN_CUDA_IGNORE(cudaSetDevice(s->prev_device));
   }
   enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)s->prev_mode;
-  (void)cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
 }
 
 void symmpin_devscope_abandon(symmpin_devscope *s) {
   enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)s->prev_mode;
-  (void)cudaThreadExchangeStreamCaptureMode(&m);
+  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
 }

@@ -28,7 +28,8 @@ typedef struct symmpin_devscope {
 /* Make `device` current (its primary context) with capture mode relaxed. SYMMPIN_ERR_CUDA if the
  * device cannot be made current (the capture mode is relaxed even then: call abandon());
  * *runtime_gone (if not NULL) says whether that is because the process is exiting (the runtime
- * is unloading: nothing to do, nothing to log). Logs nothing. */
+ * is unloading: nothing to do, nothing to log). Logs nothing above INFO (the failed CUDA call:
+ * symmem/cuda_check.h); the caller says what the failure means. */
 symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *runtime_gone);
 /* Put the thread back as it was before a successful enter. */
 void symmpin_devscope_leave(symmpin_devscope *s);

@@ -27,7 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/invariant.h"
 #include "common/log.h"
+#include "symmem/cuda_check.h"
 #include "symmem/devscope.h"
 #include "symmem/fdpass.h"
 
@@ -118,10 +120,9 @@ static void drv_resolve(void) {
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     /* 12000: the ABI of these functions since CUDA 12.0 (unchanged since 10.2). */
-    if (cudaGetDriverEntryPointByVersion(want[i].name, want[i].fn, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
+    if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
+            want[i].name, want[i].fn, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !*want[i].fn) {
-      (void)cudaGetLastError();
       drv_missing = want[i].name; /* symmpin_pool_device_check says so, once per communicator */
       return;
     }
@@ -151,20 +152,15 @@ static symmpin_status pool_uuid_table(int *count, const uint8_t (**uuids)[16]) {
   pthread_mutex_lock(&pool_uuid_lock);
   if (!pool_uuid_known) {
     int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-      SYMMPIN_WARN("pool: cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
-      (void)cudaGetLastError();
+    if (SYMMPIN_CUDA_CHECK(cudaGetDeviceCount(&n)) != cudaSuccess) {
       st = SYMMPIN_ERR_CUDA;
       goto out;
     }
     if (n > POOL_MAX_DEVICES) n = POOL_MAX_DEVICES;
     for (int d = 0; d < n; d++) {
       struct cudaDeviceProp prop;
-      e = cudaGetDeviceProperties(&prop, d);
-      if (e != cudaSuccess) {
-        SYMMPIN_WARN("pool: cudaGetDeviceProperties(%d) failed: %s", d, cudaGetErrorString(e));
-        (void)cudaGetLastError();
+      if (SYMMPIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, d)) != cudaSuccess) {
+        SYMMPIN_WARN("pool: the properties of device %d cannot be read", d);
         st = SYMMPIN_ERR_CUDA;
         goto out;
       }
@@ -209,19 +205,6 @@ static symmpin_status pool_scope_enter(const symmpin_pool *p, pool_scope *s) {
 static void pool_scope_leave(const symmpin_pool *p, pool_scope *s) {
   (void)p;
   symmpin_devscope_leave(s);
-}
-
-/* Logs a failed CUDA call where it happened (the caller's line) and clears the (non-sticky) error
- * so that the program's next cudaGetLastError does not see symmpin's failure. */
-#define pool_cuda_ok(p, e, what) pool_cuda_check((p), (e), (what), __LINE__)
-static bool pool_cuda_check(const symmpin_pool *p, cudaError_t e, const char *what, int line) {
-  if (e == cudaSuccess) return true;
-  if (SYMMPIN_LOG_ON(SYMMPIN_LOG_WARN))
-    symmpin_log_write(SYMMPIN_LOG_WARN, __FILE__, line,
-                      "pool of rank %d: %s on device %d failed: %s", p->rank, what, p->device,
-                      cudaGetErrorString(e));
-  (void)cudaGetLastError();
-  return false;
 }
 
 /* Logs a failed driver call where it happened (the caller's line). */
@@ -383,12 +366,16 @@ static symmpin_status pool_own_uuid(int device, uint8_t uuid[16]) {
 /* Zeroes a fresh chunk: kernels rely on zeroed flags in fresh slots. */
 static symmpin_status pool_zero(const symmpin_pool *p, void *ptr, size_t bytes) {
   cudaStream_t stream = NULL;
-  if (!pool_cuda_ok(p, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                    "cudaStreamCreateWithFlags"))
-    return SYMMPIN_ERR_CUDA;
-  bool ok = pool_cuda_ok(p, cudaMemsetAsync(ptr, 0, bytes, stream), "cudaMemsetAsync") &&
-            pool_cuda_ok(p, cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  pool_cuda_ok(p, cudaStreamDestroy(stream), "cudaStreamDestroy");
+  bool ok =
+      SYMMPIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) == cudaSuccess;
+  if (ok) {
+    ok = SYMMPIN_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream)) == cudaSuccess &&
+         SYMMPIN_CUDA_CHECK(cudaStreamSynchronize(stream)) == cudaSuccess;
+    (void)SYMMPIN_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+  if (!ok)
+    SYMMPIN_WARN("pool of rank %d: a fresh chunk on device %d cannot be zeroed", p->rank,
+                 p->device);
   return ok ? SYMMPIN_OK : SYMMPIN_ERR_CUDA;
 }
 
@@ -459,7 +446,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
   }
   p->announced = 0; /* a failed reserve announces nothing */
   if (p->provisional) {
-    SYMMPIN_WARN("pool_reserve: rank %d: the last grow was never settled (a bug)", p->rank);
+    SYMMPIN_BUG("pool_reserve: rank %d: the last grow was never settled", p->rank);
     return SYMMPIN_ERR_INVALID;
   }
   uint8_t uuid[16];
@@ -741,10 +728,8 @@ symmpin_status symmpin_pool_device_check(int device, char *why, size_t why_len) 
 bool symmpin_pool_p2p_ok(int device_a, int device_b) {
   if (device_a == device_b) return true;
   int can = 0;
-  if (cudaDeviceCanAccessPeer(&can, device_a, device_b) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (SYMMPIN_CUDA_IGNORE(cudaDeviceCanAccessPeer(&can, device_a, device_b)) != cudaSuccess)
     return false;
-  }
   return can != 0;
 }
 

@@ -14,8 +14,17 @@
  * library reduces in, and a checksum of all outputs is compared across ranks.
  * --diverge makes even and odd ranks reach some all-reduces from different call sites (still the
  * same collectives, so NCCL matches them): symmpin must keep those on NCCL.
+ * --split-hosts K (procs): after the checks on the world communicator, the same checks on a
+ * communicator split off it per "host" (K blocks of consecutive ranks, as scripts/rank-env.sh
+ * places them), so a job spanning hosts runs its per-host communicators too.
+ * --group-simulate: half-way, one all-reduce inside a group ended by ncclGroupSimulateEnd (NCCL
+ * 2.22+: it runs nothing): its output must stay untouched, and every later call stays exact.
  * --bench times bf16 sums of 1 KiB .. 1 MiB, eager and replayed from a CUDA graph.
- * Last line: "symmpin-app: N passed, M failed".
+ * In procs mode ranks are processes (tests/apps/launch.h: bounded waits, the suite's rank wrapper),
+ * rank r on GPU r % GPUs: several ranks may share a GPU where NCCL is given a host id per rank.
+ * Each rank prints "TIME rank=R first_call_ms=.. checks_ms=.." (its first all-reduce, input copy
+ * to result; all checks). Last line: "symmpin-app: N passed, M failed"; exit status 3 when every
+ * result was right but a rank hung after printing them (spawn.h).
  *
  * Datatype codecs, check macros and the --version line come from tests/gpu/gpu_common.h (header
  * only); NCCL's datatype and op values are those of common/types.h's lists. */
@@ -26,14 +35,14 @@
 #include <math.h>
 #include <nccl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "tests/apps/launch.h"
 #include "tests/gpu/gpu_common.h"
 
 #define PROG "symmpin-app"
@@ -42,9 +51,7 @@ _Static_assert((int)ncclNumTypes == (int)SYMMPIN_DTYPE_COUNT &&
                    (int)ncclNumOps == (int)SYMMPIN_OP_COUNT,
                "NCCL's datatypes and ops are common/types.h's");
 
-extern char **environ;
-
-#define MAX_RANKS 8
+#define MAX_RANKS SYMMPIN_TEST_LAUNCH_MAX_RANKS
 enum buf_kind { BUF_ARENA, BUF_ASYNC, BUF_NCCLMEM, BUF_KINDS };
 
 typedef struct app_op {
@@ -66,9 +73,16 @@ static int nops_total;
 static struct {
   const char *mode;
   int nranks, iters;
+  int split_hosts;  /* --split-hosts K: then the checks on a per-host split, 0 = none */
   long straggle_ms; /* --straggle: rank 0 sleeps this long before one all-reduce mid-run */
-  bool diverge, bench, quiet, two_streams;
+  bool diverge, bench, quiet, two_streams, group_simulate;
 } opt = {.mode = "procs", .iters = 6};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 static void build_ops(void) {
   int k = 0;
@@ -182,9 +196,13 @@ typedef struct rank_ctx {
   void *host_in_side; /* the side stream's input staging: both streams copy in at once */
   uint64_t checksum;
   long passed, failed;
+  long calls;                /* all-reduces this rank made on comm, 1-based index of the last */
+  double first_call_ms;      /* the first all-reduce: input copy to checked result */
+  void *sim_send, *sim_recv; /* --group-simulate's buffers */
 } rank_ctx;
 
 static size_t op_bytes(const app_op *o) { return o->count * symmpin_test_dtype_size(o->dtype); }
+static const app_op *simulated_op(void);
 
 static void rank_setup(rank_ctx *c) {
   SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
@@ -210,6 +228,10 @@ static void rank_setup(rank_ctx *c) {
   SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_in, c->max_op_bytes));
   SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_in_side, c->max_op_bytes));
   SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_out, c->max_op_bytes));
+  if (opt.group_simulate) {
+    SYMMPIN_TEST_CUDA(cudaMalloc(&c->sim_send, op_bytes(simulated_op())));
+    SYMMPIN_TEST_CUDA(cudaMalloc(&c->sim_recv, op_bytes(simulated_op())));
+  }
   SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
 }
 
@@ -226,6 +248,8 @@ static void rank_teardown(rank_ctx *c) {
   }
   SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
   SYMMPIN_TEST_CUDA(cudaFree(c->arena));
+  if (c->sim_send) SYMMPIN_TEST_CUDA(cudaFree(c->sim_send));
+  if (c->sim_recv) SYMMPIN_TEST_CUDA(cudaFree(c->sim_recv));
   SYMMPIN_TEST_CUDA(cudaFreeHost(c->host_in));
   SYMMPIN_TEST_CUDA(cudaFreeHost(c->host_in_side));
   SYMMPIN_TEST_CUDA(cudaFreeHost(c->host_out));
@@ -282,6 +306,7 @@ static void op_call(rank_ctx *c, int k, int iter) {
   void *send, *recv;
   op_buffers(c, k, iter, &send, &recv);
   SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
+  c->calls++;
   if (opt.diverge && o->diverge && (c->rank & 1))
     SYMMPIN_TEST_NCCL(allreduce_site_odd(send, recv, o, c->comm, c->stream));
   else
@@ -326,21 +351,66 @@ static void op_pair_concurrent(rank_ctx *c, int k, int it) {
   c->stream = c->main_stream;
 }
 
+/* The shape of the simulated group's call: a float sum of the checks (so a planned shape, which
+ * symmpin holds until the group's end, not one it leaves to NCCL). */
+static const app_op *simulated_op(void) {
+  for (int k = 0; k < nops_total; k++)
+    if (ops[k].dtype == ncclFloat32 && ops[k].op == ncclSum) return &ops[k];
+  return &ops[0];
+}
+
+/* One all-reduce in a group that ncclGroupSimulateEnd ends: NCCL runs nothing of it, so its
+ * output must keep the poison, and no later call may be held back or lost (the checks after it). */
+__attribute__((noinline)) static void group_simulate(rank_ctx *c) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
+  const app_op *o = simulated_op();
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(cudaMemsetAsync(c->sim_send, 0x11, op_bytes(o), c->stream));
+  SYMMPIN_TEST_CUDA(cudaMemsetAsync(c->sim_recv, 0xA5, op_bytes(o), c->stream));
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  SYMMPIN_TEST_NCCL(ncclGroupStart());
+  c->calls++;
+  SYMMPIN_TEST_NCCL(
+      ncclAllReduce(c->sim_send, c->sim_recv, o->count, o->dtype, o->op, c->comm, c->stream));
+  SYMMPIN_TEST_NCCL(ncclGroupSimulateEnd(&info));
+  SYMMPIN_TEST_CUDA(
+      cudaMemcpyAsync(c->host_out, c->sim_recv, op_bytes(o), cudaMemcpyDeviceToHost, c->stream));
+  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
+  size_t touched = 0;
+  for (size_t i = 0; i < op_bytes(o); i++) touched += ((unsigned char *)c->host_out)[i] != 0xA5;
+  printf("GROUPSIM rank=%d call=%ld count=%zu dtype=%d estimated_us=%.1f touched_bytes=%zu\n",
+         c->rank, c->calls, o->count, o->dtype, info.estimatedTime * 1e6, touched);
+  if (touched) {
+    fprintf(stderr, PROG ": rank %d: the simulated group wrote %zu bytes of its output\n", c->rank,
+            touched);
+    c->failed++;
+  } else {
+    c->passed++;
+  }
+#else
+  (void)c;
+  SYMMPIN_TEST_FAIL("--group-simulate needs NCCL 2.22 or newer (ncclGroupSimulateEnd)");
+#endif
+}
+
 static void rank_run_checks(rank_ctx *c) {
   for (int it = 0; it < opt.iters; it++) {
     bool pairs = opt.two_streams && it >= opt.iters / 2;
+    if (opt.group_simulate && it == opt.iters / 2) group_simulate(c);
     for (int k = 0; k < nops_total; k++) {
       if (pairs && k + 1 < nops_total && ops[k].kind != BUF_ARENA && ops[k + 1].kind != BUF_ARENA) {
         op_pair_concurrent(c, k, it);
         k++;
         continue;
       }
+      double t0 = now_ms();
       op_start(c, k, it);
       /* A straggler (a checkpoint, a slow data loader): the peers' kernels wait for it. */
       if (opt.straggle_ms && c->rank == 0 && it == opt.iters / 2 && k == 0)
         usleep((useconds_t)opt.straggle_ms * 1000);
       op_call(c, k, it);
       op_finish(c, k, it);
+      if (it == 0 && k == 0) c->first_call_ms = now_ms() - t0;
     }
   }
 }
@@ -436,10 +506,28 @@ static void report(rank_ctx *c) {
   fflush(stdout);
 }
 
+/* --split-hosts: the same checks on this rank's host's communicator (split off the world one),
+ * over the world pass's buffers; its counts and checksum continue the world pass's. */
+static void run_split_checks(rank_ctx *c) {
+  int per_host = opt.nranks / opt.split_hosts;
+  rank_ctx sub = *c;
+  SYMMPIN_TEST_NCCL(ncclCommSplit(c->comm, c->rank / per_host, c->rank, &sub.comm, NULL));
+  SYMMPIN_TEST_NCCL(ncclCommUserRank(sub.comm, &sub.rank));
+  SYMMPIN_TEST_NCCL(ncclCommCount(sub.comm, &sub.nranks));
+  sub.calls = 0;
+  rank_run_checks(&sub);
+  printf("SPLIT rank=%d host=%d host_rank=%d host_ranks=%d calls=%ld\n", c->rank,
+         c->rank / per_host, sub.rank, sub.nranks, sub.calls);
+  SYMMPIN_TEST_NCCL(ncclCommDestroy(sub.comm));
+  c->passed = sub.passed;
+  c->failed = sub.failed;
+  c->checksum = sub.checksum;
+}
+
 static int child_main(int rank, const char *uid_hex) {
   ncclUniqueId id;
-  for (int i = 0; i < (int)sizeof(id.internal); i++)
-    sscanf(uid_hex + 2 * i, "%2hhx", (unsigned char *)&id.internal[i]);
+  if (!symmpin_test_hex_decode(uid_hex, id.internal, sizeof id.internal))
+    return symmpin_test_usage_error(PROG, "bad --uid '%s'", uid_hex);
   int ngpus;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   rank_ctx c = {.rank = rank, .nranks = opt.nranks, .dev = rank % ngpus};
@@ -450,9 +538,15 @@ static int child_main(int rank, const char *uid_hex) {
     rank_ctx *cs[1] = {&c};
     rank_bench(cs, 1, false);
   } else {
+    double t0 = now_ms();
     rank_run_checks(&c);
+    double checks_ms = now_ms() - t0;
+    if (opt.split_hosts) run_split_checks(&c);
     report(&c);
+    printf("TIME rank=%d first_call_ms=%.1f checks_ms=%.1f\n", c.rank, c.first_call_ms, checks_ms);
   }
+  /* Every result is out: what follows is teardown (the launcher bounds it separately). */
+  symmpin_test_launch_results_done(c.rank);
   rank_teardown(&c);
   /* Finalize keeps the handle valid: the async-error query must still answer (and say nothing
    * went wrong) after symmpin released its state for the communicator. */
@@ -484,69 +578,61 @@ static int summarize(const uint64_t *sums, const long *passed, const long *faile
   return f ? 1 : 0;
 }
 
-static int run_procs(char **argv) {
+typedef struct procs_results {
+  uint64_t sums[MAX_RANKS];
+  long passed[MAX_RANKS], failed[MAX_RANKS];
+  int rank; /* whose output is being read */
+} procs_results;
+
+static void read_result_line(const char *line, void *arg) {
+  procs_results *pr = arg;
+  int rr;
+  sscanf(line, "RESULT rank=%d passed=%ld failed=%ld checksum=%" SCNx64, &rr, &pr->passed[pr->rank],
+         &pr->failed[pr->rank], &pr->sums[pr->rank]);
+}
+
+static int run_procs(void) {
   ncclUniqueId id;
   SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
-  char hex[2 * sizeof(id.internal) + 1];
-  for (int i = 0; i < (int)sizeof(id.internal); i++)
-    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
-  pid_t pids[MAX_RANKS];
-  char outs[MAX_RANKS][64];
-  for (int r = 0; r < opt.nranks; r++) {
-    char rs[16], ns[16], its[16], sts[24];
-    snprintf(rs, sizeof rs, "%d", r);
-    snprintf(ns, sizeof ns, "%d", opt.nranks);
-    snprintf(its, sizeof its, "%d", opt.iters);
-    snprintf(outs[r], sizeof outs[r], "/tmp/symmpin-app.%d.%d.out", (int)getpid(), r);
-    char *args[20];
-    int a = 0;
-    args[a++] = argv[0];
-    args[a++] = "--child"; args[a++] = rs;
-    args[a++] = "--uid"; args[a++] = hex;
-    args[a++] = "--ranks"; args[a++] = ns;
-    args[a++] = "--iters"; args[a++] = its;
-    if (opt.diverge) args[a++] = "--diverge";
-    if (opt.bench) args[a++] = "--bench";
-    if (opt.quiet) args[a++] = "--quiet";
-    if (opt.two_streams) args[a++] = "--two-streams";
-    snprintf(sts, sizeof sts, "%ld", opt.straggle_ms);
-    if (opt.straggle_ms) args[a++] = "--straggle", args[a++] = sts;
-    args[a] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, outs[r], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&pids[r], argv[0], &fa, NULL, args, environ) != 0) {
-      perror("posix_spawn");
-      return 2;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-  }
+  char hex[2 * sizeof(id.internal) + 1], ns[16], its[16], sts[24], hs[16];
+  symmpin_test_hex_encode(id.internal, sizeof id.internal, hex, sizeof hex);
+  snprintf(ns, sizeof ns, "%d", opt.nranks);
+  snprintf(its, sizeof its, "%d", opt.iters);
+  snprintf(sts, sizeof sts, "%ld", opt.straggle_ms);
+  snprintf(hs, sizeof hs, "%d", opt.split_hosts);
+  char *args[24];
+  int a = 0;
+  args[a++] = "--uid";
+  args[a++] = hex;
+  args[a++] = "--ranks";
+  args[a++] = ns;
+  args[a++] = "--iters";
+  args[a++] = its;
+  if (opt.diverge) args[a++] = "--diverge";
+  if (opt.bench) args[a++] = "--bench";
+  if (opt.quiet) args[a++] = "--quiet";
+  if (opt.two_streams) args[a++] = "--two-streams";
+  if (opt.group_simulate) args[a++] = "--group-simulate";
+  if (opt.straggle_ms) args[a++] = "--straggle", args[a++] = sts;
+  if (opt.split_hosts) args[a++] = "--split-hosts", args[a++] = hs;
+  args[a] = NULL;
+  symmpin_test_launch sp;
+  if (!symmpin_test_launch_init(&sp, PROG) || !symmpin_test_launch_start(&sp, opt.nranks, args))
+    return 2;
+  symmpin_test_launch_wait(&sp);
+  procs_results pr = {{0}, {0}, {0}, 0};
   int bad_exit = 0;
   for (int r = 0; r < opt.nranks; r++) {
-    int st;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      printf("rank %d exited abnormally (status 0x%x)\n", r, st);
+    pr.rank = r;
+    /* A rank that hung after its results is judged by them (the exit status says it hung). */
+    if (!symmpin_test_launch_collect(&sp, r, read_result_line, &pr) &&
+        sp.rank[r].end != SYMMPIN_TEST_RANK_HUNG_AFTER)
       bad_exit++;
-    }
   }
-  uint64_t sums[MAX_RANKS] = {0};
-  long passed[MAX_RANKS] = {0}, failed[MAX_RANKS] = {0};
-  for (int r = 0; r < opt.nranks; r++) {
-    FILE *f = fopen(outs[r], "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f)) {
-      fputs(line, stdout);
-      int rr;
-      sscanf(line, "RESULT rank=%d passed=%ld failed=%ld checksum=%" SCNx64, &rr, &passed[r],
-             &failed[r], &sums[r]);
-    }
-    if (f) fclose(f);
-    unlink(outs[r]);
-  }
-  if (opt.bench) return bad_exit ? 1 : 0;
-  failed[0] += bad_exit;
-  return summarize(sums, passed, failed, opt.nranks);
+  if (opt.bench) return symmpin_test_launch_exit_code(&sp, bad_exit == 0);
+  pr.failed[0] += bad_exit;
+  int rc = summarize(pr.sums, pr.passed, pr.failed, opt.nranks);
+  return symmpin_test_launch_exit_code(&sp, rc == 0);
 }
 
 typedef struct thread_arg {
@@ -626,21 +712,30 @@ static int run_single(int ngpus) {
 
 static void usage(void) {
   printf("usage: " PROG " [--mode procs|threads|single] [--ranks N] [--iters K] [--diverge]\n"
-         "                   [--two-streams] [--straggle MS] [--bench] [--quiet]\n"
+         "                   [--two-streams] [--straggle MS] [--split-hosts K] [--group-simulate]\n"
+         "                   [--bench] [--quiet]\n"
          "An ordinary NCCL program (all-reduces of every datatype and op, checked exactly) to run\n"
          "with and without LD_PRELOAD=libsymmpin.so. Last line: '" PROG ": N passed, M failed'.\n"
          "  --mode M        procs (one process per GPU, default), threads (one thread per GPU) or\n"
          "                  single (one thread drives every GPU)\n"
-         "  --ranks N       ranks, one per GPU, 1..%d (default: every GPU)\n"
+         "  --ranks N       ranks, 1..%d (default: every GPU); rank r on GPU r %% GPUs. More\n"
+         "                  ranks than GPUs (procs only) need an NCCL host id per rank:\n"
+         "                  APP_RANK_WRAPPER=scripts/rank-env.sh RANK_ENV_NCCL_HOSTS=N\n"
          "  --iters K       iterations of all datatypes and ops (default 6)\n"
          "  --diverge       odd ranks reach some all-reduces from other call sites\n"
          "  --two-streams   in the second half, pairs of all-reduces on two streams at once\n"
          "  --straggle MS   rank 0 sleeps MS ms before one all-reduce half-way through (a slow\n"
          "                  peer: the others must wait for it and get the right result)\n"
+         "  --split-hosts K then the same checks on communicators split off per host (K blocks\n"
+         "                  of consecutive ranks; K must divide the ranks; procs only)\n"
+         "  --group-simulate half-way, one all-reduce in a group ended by ncclGroupSimulateEnd:\n"
+         "                  it must run nothing, and every later call must stay exact\n"
          "  --bench         time bf16 sums of 1K..1M instead (eager and graph; procs or single)\n"
          "  --quiet         no message per wrong element\n"
          "  -h, --help      this text\n"
-         "  --version       the version and git revision\n",
+         "  --version       the version and git revision\n"
+         "Procs mode bounds every rank (tests/apps/launch.h: APP_RANK_TIMEOUT_S, APP_TEARDOWN_S,\n"
+         "APP_RANK_WRAPPER); exit status 3: right results, but a rank hung in its teardown.\n",
          MAX_RANKS);
 }
 
@@ -653,6 +748,8 @@ enum {
   OPT_QUIET,
   OPT_TWO_STREAMS,
   OPT_STRAGGLE,
+  OPT_SPLIT_HOSTS,
+  OPT_GROUP_SIMULATE,
   OPT_VERSION,
   OPT_CHILD, /* internal: --child RANK --uid HEX, added by --mode procs */
   OPT_UID,
@@ -667,6 +764,8 @@ static const struct option longopts[] = {
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"two-streams", no_argument, NULL, OPT_TWO_STREAMS},
     {"straggle", required_argument, NULL, OPT_STRAGGLE},
+    {"split-hosts", required_argument, NULL, OPT_SPLIT_HOSTS},
+    {"group-simulate", no_argument, NULL, OPT_GROUP_SIMULATE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"child", required_argument, NULL, OPT_CHILD},
@@ -707,6 +806,12 @@ int main(int argc, char **argv) {
         return symmpin_test_usage_error(PROG, "--straggle must be 0..600000 (ms)");
       opt.straggle_ms = v;
       break;
+    case OPT_SPLIT_HOSTS:
+      if (!symmpin_test_parse_int(optarg, 1, MAX_RANKS, &v))
+        return symmpin_test_usage_error(PROG, "--split-hosts must be 1..%d", MAX_RANKS);
+      opt.split_hosts = (int)v;
+      break;
+    case OPT_GROUP_SIMULATE: opt.group_simulate = true; break;
     case OPT_CHILD:
       if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
         return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);
@@ -720,6 +825,8 @@ int main(int argc, char **argv) {
     return symmpin_test_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
   if (opt.bench && !strcmp(opt.mode, "threads"))
     return symmpin_test_usage_error(PROG, "--bench runs with --mode procs or single");
+  if (opt.split_hosts && strcmp(opt.mode, "procs"))
+    return symmpin_test_usage_error(PROG, "--split-hosts runs with --mode procs");
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   build_ops();
   if (child >= 0) {
@@ -730,17 +837,23 @@ int main(int argc, char **argv) {
   }
   int ngpus;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
-  if (opt.nranks <= 0) opt.nranks = ngpus;
-  if (opt.nranks > MAX_RANKS || opt.nranks > ngpus) {
-    fprintf(stderr, PROG ": %d ranks need %d GPUs (NCCL allows one rank per GPU); %d here\n",
-            opt.nranks, opt.nranks, ngpus);
+  if (opt.nranks <= 0) opt.nranks = ngpus < MAX_RANKS ? ngpus : MAX_RANKS;
+  /* One process holds one NCCL host id, and NCCL refuses two ranks of one host on one GPU. */
+  if (strcmp(opt.mode, "procs") && opt.nranks > ngpus) {
+    fprintf(stderr,
+            PROG ": --mode %s with %d ranks needs %d GPUs (NCCL takes one rank per GPU "
+                 "of a host); %d here\n",
+            opt.mode, opt.nranks, opt.nranks, ngpus);
     return 2;
   }
-  printf(PROG ": mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s\n", opt.mode, opt.nranks,
+  if (opt.split_hosts && opt.nranks % opt.split_hosts)
+    return symmpin_test_usage_error(PROG, "--split-hosts %d does not divide %d ranks",
+                                    opt.split_hosts, opt.nranks);
+  printf(PROG ": mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s%s\n", opt.mode, opt.nranks,
          ngpus, opt.iters, nops_total, opt.diverge ? " diverge" : "",
-         opt.two_streams ? " two-streams" : "");
+         opt.two_streams ? " two-streams" : "", opt.group_simulate ? " group-simulate" : "");
   fflush(stdout);
-  if (!strcmp(opt.mode, "procs")) return run_procs(argv);
+  if (!strcmp(opt.mode, "procs")) return run_procs();
   if (!strcmp(opt.mode, "threads")) return run_threads(ngpus);
   return run_single(ngpus);
 }

@@ -21,7 +21,8 @@ def main():
     steps = int(os.environ.get("DDP_STEPS", "60"))
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    # Ranks may share a GPU (the GPU suite gives NCCL a host id per rank where they do).
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     torch.manual_seed(1234)
     model = nn.Sequential(
@@ -46,6 +47,7 @@ def main():
     for p in model.parameters():
         digest.update(p.detach().cpu().numpy().tobytes())
     say(f"DDP rank={rank} world={world} digest={digest.hexdigest()}")
+    say(f"RESULTS-DONE rank={rank}")  # what follows is teardown (the GPU suite bounds it apart)
     dist.destroy_process_group()
 
 

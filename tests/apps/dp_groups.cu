@@ -1,7 +1,8 @@
 /* symmpin-dp: a C data-parallel training step, issue 11's second end-to-end workload. It knows
  * nothing of symmpin; scripts/gpu-suite.sh (step dp_groups) runs it with and without the preload.
  *
- * One process per GPU (the parent spawns one child per rank, as torchrun or mpirun would). Each
+ * One process per rank (tests/apps/launch.h, as torchrun or mpirun would start them; rank r on GPU
+ * r % GPUs, so ranks may share a GPU where NCCL has a host id per rank). Each
  * step, on the compute stream: a forward pass and a backward pass over LAYERS layers, each a
  * matrix product (a tiled kernel of ours, 512 x 512 x 512, bf16 in, fp32 accumulate), the backward
  * pass writing one gradient per layer (768 B to 1.2 MB of bf16, the sizes of issue 11). The
@@ -17,26 +18,22 @@
  *   symmpin-dp [--ranks N] [--steps K] [--no-comm]                                              */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <nccl.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/apps/launch.h"
 #include "tests/gpu/gpu_common.h"
 
 #define PROG "symmpin-dp"
-#define MAX_RANKS 8
+#define MAX_RANKS SYMMPIN_TEST_LAUNCH_MAX_RANKS
 #define LAYERS 12
 #define DIM 512 /* the matrix products: 0.27 GFLOP each, 24 per step */
 #define TILE 32
-
-extern char **environ;
 
 static struct {
   int nranks, steps, child;
@@ -200,11 +197,8 @@ static int run_child(void) {
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   SYMMPIN_TEST_CUDA(cudaSetDevice(c.rank % ngpus));
   ncclUniqueId id;
-  for (int i = 0; i < (int)sizeof(id.internal); i++) {
-    unsigned x;
-    if (sscanf(opt.uid + 2 * i, "%2x", &x) != 1) SYMMPIN_TEST_FAIL("bad --uid");
-    id.internal[i] = (char)x;
-  }
+  if (!symmpin_test_hex_decode(opt.uid, id.internal, sizeof id.internal))
+    SYMMPIN_TEST_FAIL("bad --uid '%s'", opt.uid);
   SYMMPIN_TEST_NCCL(ncclCommInitRank(&c.comm, c.nranks, id, c.rank));
   setup(&c);
   /* The steps whose parameters are compared: with communication (unless --no-comm). */
@@ -220,72 +214,61 @@ static int run_child(void) {
   if (c.rank == 0)
     printf("DP-TIME layers=%d step_us=%.2f compute_us=%.2f group_us=%.2f\n", LAYERS,
            step_ms * 1e3, compute_ms * 1e3, group_ms * 1e3);
+  symmpin_test_launch_results_done(c.rank); /* what follows is teardown, bounded apart */
   SYMMPIN_TEST_NCCL(ncclCommDestroy(c.comm));
   return 0;
 }
 
-static int run_parent(char **argv) {
+typedef struct rank_digest {
+  unsigned long long digest;
+  bool seen;
+} rank_digest;
+
+static void read_digest_line(const char *line, void *arg) {
+  rank_digest *d = (rank_digest *)arg;
+  int rr, ss, cc;
+  if (sscanf(line, "DP-DIGEST rank=%d steps=%d comm=%d digest=%llx", &rr, &ss, &cc, &d->digest) == 4)
+    d->seen = true;
+}
+
+static int run_parent(void) {
   int ngpus = 0;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   if (opt.nranks == 0) {
     opt.nranks = ngpus < MAX_RANKS ? ngpus : MAX_RANKS;
-    if (opt.nranks < 2) { /* --ranks 1 still runs: one GPU's check of the group path */
-      printf(PROG ": needs 2 GPUs or --ranks; found %d\n", ngpus);
-      return 0;
-    }
+    if (opt.nranks < 2) /* a one-rank run checks nothing of the ranks' agreement: say so, fail */
+      return symmpin_test_usage_error(PROG, "%d GPU(s): give --ranks (ranks may share a GPU "
+                                            "where NCCL has a host id per rank)", ngpus);
   }
   ncclUniqueId id;
   SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
-  char hex[2 * sizeof(id.internal) + 1];
-  for (int i = 0; i < (int)sizeof(id.internal); i++)
-    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
-  pid_t pids[MAX_RANKS];
-  char outs[MAX_RANKS][64], rs[MAX_RANKS][16], ns[16], st[16];
+  char hex[2 * sizeof(id.internal) + 1], ns[16], st[16];
+  symmpin_test_hex_encode(id.internal, sizeof id.internal, hex, sizeof hex);
   snprintf(ns, sizeof ns, "%d", opt.nranks);
   snprintf(st, sizeof st, "%d", opt.steps);
-  for (int r = 0; r < opt.nranks; r++) {
-    snprintf(rs[r], sizeof rs[r], "%d", r);
-    snprintf(outs[r], sizeof outs[r], "/tmp/symmpin-dp.%d.%d.out", (int)getpid(), r);
-    char *args[] = {argv[0], (char *)"--child", rs[r], (char *)"--uid", hex, (char *)"--ranks", ns,
-                    (char *)"--steps", st, opt.no_comm ? (char *)"--no-comm" : NULL, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, outs[r], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&pids[r], argv[0], &fa, NULL, args, environ) != 0) {
-      perror("posix_spawn");
-      return 2;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-  }
+  char *args[] = {(char *)"--uid", hex, (char *)"--ranks", ns, (char *)"--steps", st,
+                  opt.no_comm ? (char *)"--no-comm" : NULL, NULL};
+  symmpin_test_launch sp;
+  if (!symmpin_test_launch_init(&sp, PROG) || !symmpin_test_launch_start(&sp, opt.nranks, args))
+    return 2;
+  symmpin_test_launch_wait(&sp);
   long failed = 0;
   unsigned long long first = 0;
   for (int r = 0; r < opt.nranks; r++) {
-    int status;
-    waitpid(pids[r], &status, 0);
-    FILE *f = fopen(outs[r], "r");
-    char line[512];
-    int rr, ss, cc;
-    unsigned long long d = 0;
-    bool seen = false;
-    while (f && fgets(line, sizeof line, f)) {
-      fputs(line, stdout);
-      if (sscanf(line, "DP-DIGEST rank=%d steps=%d comm=%d digest=%llx", &rr, &ss, &cc, &d) == 4)
-        seen = true;
-    }
-    if (f) fclose(f);
-    unlink(outs[r]);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !seen) {
-      printf("rank %d exited abnormally (status 0x%x)\n", r, status);
+    rank_digest d = {0, false};
+    bool clean = symmpin_test_launch_collect(&sp, r, read_digest_line, &d);
+    if (!d.seen || (!clean && sp.rank[r].end != SYMMPIN_TEST_RANK_HUNG_AFTER)) {
+      printf("rank %d: no digest, or it did not end well\n", r);
       failed++;
     } else if (r == 0) {
-      first = d;
-    } else if (d != first) {
-      printf("rank %d: parameters differ from rank 0's (%016llx vs %016llx)\n", r, d, first);
+      first = d.digest;
+    } else if (d.digest != first) {
+      printf("rank %d: parameters differ from rank 0's (%016llx vs %016llx)\n", r, d.digest, first);
       failed++;
     }
   }
   printf(PROG ": %ld passed, %ld failed\n", opt.nranks - failed, failed);
-  return failed ? 1 : 0;
+  return symmpin_test_launch_exit_code(&sp, failed == 0);
 }
 
 int main(int argc, char **argv) {
@@ -328,5 +311,5 @@ int main(int argc, char **argv) {
       return symmpin_test_usage_error(PROG, "--child needs --uid and --ranks");
     return run_child();
   }
-  return run_parent(argv);
+  return run_parent();
 }

@@ -49,7 +49,8 @@ def elapsed_us(start, end):
 def main():
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    # Ranks may share a GPU (the GPU suite gives NCCL a host id per rank where they do).
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     n = env_ints("OVL_GEMM", "4096")[0]
     gemms = env_ints("OVL_GEMMS", "20")[0]
@@ -121,6 +122,7 @@ def main():
         digest = hashlib.sha256(x.cpu().view(torch.int16).numpy().tobytes() +
                                 c[:64].cpu().view(torch.int16).numpy().tobytes()).hexdigest()[:16]
         say(f"OVL-DIGEST rank={rank} bytes={nbytes} digest={digest}")
+    say(f"RESULTS-DONE rank={rank}")  # what follows is teardown (the GPU suite bounds it apart)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -185,7 +185,8 @@ def run_mode(mode, layers, x, hidden, tokens, nlayers, steps, rank):
 def main():
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    # Ranks may share a GPU (the GPU suite gives NCCL a host id per rank where they do).
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     nlayers = int(os.environ.get("TPD_LAYERS", "4"))
     steps = int(os.environ.get("TPD_STEPS", "50"))
@@ -215,8 +216,9 @@ def main():
                             f"reason={type(e).__name__}: {str(e).splitlines()[0][:200]}")
         del layers
         torch.cuda.empty_cache()
-    dist.destroy_process_group()
     say(f"tp_decode: rank {rank}: {done} runs, {skipped} skipped")
+    say(f"RESULTS-DONE rank={rank}")  # what follows is teardown (the GPU suite bounds it apart)
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -25,50 +25,59 @@
  *                       and replay them alternately --cycles N times each, moving between the
  *                       default and a side stream, with an eager all-reduce after every replay:
  *                       every result must be right and no error may appear.
- *   --scenario churn    --cycles N times: split a communicator off the world one, make 64
- *                       all-reduces on it (past warm-up: redirected under symmpin), destroy it.
- *                       Open files and /dev/shm entries must not grow; the growth of device memory
- *                       is printed for the suite to compare with the run without symmpin.
+ *   --scenario churn    --cycles N times: split a communicator off the world one, make
+ *                       --calls-per-cycle (64) all-reduces on it (past warm-up: redirected under
+ *                       symmpin), destroy it. Open files and /dev/shm entries must not grow; the
+ *                       growth of device memory is printed for the suite to compare with the run
+ *                       without symmpin. Measured after a barrier on the world communicator, so
+ *                       ranks sharing a GPU (or a /dev/shm) never count a peer's communicator that
+ *                       is still being destroyed. --churn-seconds S: the ranks agree (a max over
+ *                       that barrier) to stop after S seconds; CHURN says how many cycles ran.
  *   --scenario busy     split a communicator, make 64 all-reduces on it, then keep another
  *                       stream busy for a second (a host function that sleeps) and destroy the
  *                       communicator: the time ncclCommDestroy takes is printed, for the suite to
  *                       compare with NCCL alone (a destroy that synchronizes the device waits the
  *                       whole second). Then the same with ncclCommAbort.
  *
+ * Ranks are processes started by tests/apps/launch.h (bounded waits, the GPU suite's rank wrapper),
+ * rank r on GPU r % GPUs. Each rank prints its RESULT line before its teardown.
  * Inputs are random 32-bit integers and floats holding small integers (exact sums in any order),
- * checked exactly against a CPU reference. Last line: "symmpin-trust: N passed, M failed". */
+ * checked exactly against a CPU reference. Last line: "symmpin-trust: N passed, M failed"; exit
+ * status 3 when every result was right but a rank hung after printing them. */
 #include <cuda_runtime.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <nccl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/apps/launch.h"
 #include "tests/gpu/gpu_common.h"
 
 #define PROG "symmpin-trust"
-#define MAX_RANKS 8
+#define MAX_RANKS SYMMPIN_TEST_LAUNCH_MAX_RANKS
 #define CHECK_EVERY 8 /* calls between host checks (results stay in flight meanwhile) */
-
-extern char **environ;
 
 static struct {
   const char *scenario;
-  int nranks, calls, cycles;
-  long straggle_ms, abort_after_ms;
+  int nranks, calls, cycles, calls_per_cycle;
+  long straggle_ms, abort_after_ms, churn_seconds;
   int child;
   const char *uid;
-} opt = {.scenario = "side", .calls = 400, .cycles = 1000, .straggle_ms = 5000,
-         .abort_after_ms = 1000, .child = -1};
+} opt = {.scenario = "side",
+         .calls = 400,
+         .cycles = 1000,
+         .calls_per_cycle = 64,
+         .straggle_ms = 5000,
+         .abort_after_ms = 1000,
+         .child = -1};
 
 /* Three call shapes, each from its own call site in the loop: one LL-sized, one mid, one copy. */
 typedef struct shape {
@@ -518,21 +527,42 @@ static void scenario_graphs(rank_ctx *c) {
     }
 }
 
+/* Every rank has ended what it made before (its kernels done, the communicator destroyed): an
+ * async-error query on the world communicator (as a watchdog would make; a library may free what
+ * ended there), then a max over the ranks of `vote` by an all-reduce on it, synchronized. */
+__attribute__((noinline)) static int world_barrier(rank_ctx *c, ncclComm_t world, int vote) {
+  SYMMPIN_TEST_CUDA(cudaDeviceSynchronize());
+  ncclResult_t async = ncclSuccess;
+  SYMMPIN_TEST_NCCL(ncclCommGetAsyncError(world, &async));
+  if (async != ncclSuccess)
+    SYMMPIN_TEST_FAIL("rank %d: world communicator error %d", c->rank, async);
+  SYMMPIN_TEST_CUDA(cudaMemcpy(c->send[0], &vote, sizeof vote, cudaMemcpyHostToDevice));
+  SYMMPIN_TEST_NCCL(ncclAllReduce(c->send[0], c->recv[0], 1, ncclInt32, ncclMax, world, 0));
+  SYMMPIN_TEST_CUDA(cudaMemcpy(&vote, c->recv[0], sizeof vote, cudaMemcpyDeviceToHost));
+  return vote;
+}
+
 static void scenario_churn(rank_ctx *c) {
   size_t free0 = 0, free1 = 0, total;
-  int fds0 = 0, shm0 = 0;
+  int fds0 = 0, shm0 = 0, cyc, done_cycles = 0;
   ncclComm_t world = c->comm;
+  /* The world communicator in use first, as a program's would be (so whatever a library sets
+   * up for it is there before the baseline). */
+  for (int i = 0; i < 200; i++) world_barrier(c, world, 0);
   double t0 = now_ms();
-  for (int cyc = 1; cyc <= opt.cycles; cyc++) {
+  for (cyc = 1; cyc <= opt.cycles; cyc++) {
     SYMMPIN_TEST_NCCL(ncclCommSplit(world, 0, c->rank, &c->comm, NULL));
-    uint64_t done = run_calls(c, 64, 0);
-    if (done != 64 || c->failed) {
+    uint64_t done = run_calls(c, (uint64_t)opt.calls_per_cycle, 0);
+    if (done != (uint64_t)opt.calls_per_cycle || c->failed) {
       fprintf(stderr, PROG ": rank %d: cycle %d stopped after %llu calls\n", c->rank, cyc,
               (unsigned long long)done);
       c->failed++;
       break;
     }
     SYMMPIN_TEST_NCCL(ncclCommDestroy(c->comm));
+    done_cycles = cyc;
+    bool over = opt.churn_seconds && now_ms() - t0 > opt.churn_seconds * 1e3;
+    int stop = world_barrier(c, world, over);
     if (cyc % 100 == 0 || cyc == 10)
       fprintf(stderr, PROG ": rank %d: %d cycles in %.1f s\n", c->rank, cyc, (now_ms() - t0) / 1e3);
     if (cyc == 10) { /* past first-use allocations (NCCL's and CUDA's own caches) */
@@ -540,16 +570,18 @@ static void scenario_churn(rank_ctx *c) {
       fds0 = open_fds();
       shm0 = shm_boards();
     }
+    if (stop) break;
   }
   c->comm = world;
   SYMMPIN_TEST_CUDA(cudaMemGetInfo(&free1, &total));
   int fds1 = open_fds(), shm1 = shm_boards();
   long long grew = (long long)free0 - (long long)free1;
-  printf("CHURN rank=%d cycles=%d seconds=%.1f device_bytes_grown=%lld fds=%d->%d "
-         "shm_boards=%d->%d\n", c->rank, opt.cycles, (now_ms() - t0) / 1e3, grew, fds0, fds1,
-         shm0, shm1);
+  printf("CHURN rank=%d cycles=%d wanted=%d seconds=%.1f device_bytes_grown=%lld fds=%d->%d "
+         "shm_boards=%d->%d\n",
+         c->rank, done_cycles, opt.cycles, (now_ms() - t0) / 1e3, grew, fds0, fds1, shm0, shm1);
   /* Device memory is judged against the same run without symmpin (scripts/gpu-suite.sh): NCCL's
    * own caches move it too. Files and boards are symmpin's alone. */
+  expect(c, done_cycles >= 10, "at least 10 cycles (the baseline)");
   expect(c, fds1 <= fds0, "no more open files");
   expect(c, shm1 <= shm0, "no more /dev/shm boards");
 }
@@ -589,8 +621,8 @@ static void scenario_busy(rank_ctx *c) {
 
 static int child_main(void) {
   ncclUniqueId id;
-  for (int i = 0; i < (int)sizeof(id.internal); i++)
-    sscanf(opt.uid + 2 * i, "%2hhx", (unsigned char *)&id.internal[i]);
+  if (!symmpin_test_hex_decode(opt.uid, id.internal, sizeof id.internal))
+    return symmpin_test_usage_error(PROG, "bad --uid '%s'", opt.uid);
   int ngpus;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   static rank_ctx c;
@@ -658,77 +690,76 @@ static int child_main(void) {
     fprintf(stderr, PROG ": unknown scenario %s\n", sc);
     return 2;
   }
+  printf("RESULT rank=%d passed=%ld failed=%ld\n", c.rank, c.passed, c.failed);
+  symmpin_test_launch_results_done(c.rank); /* what follows is teardown, bounded apart */
   if (!atomic_load(&c.aborted)) {
     if (atomic_load(&c.error_code)) ncclCommAbort(c.comm);
     else SYMMPIN_TEST_NCCL(ncclCommDestroy(c.comm));
   }
   teardown(&c);
-  printf("RESULT rank=%d passed=%ld failed=%ld\n", c.rank, c.passed, c.failed);
   return c.failed ? 1 : 0;
 }
 
-static int run_procs(char **argv) {
+typedef struct rank_counts {
+  long passed, failed;
+} rank_counts;
+
+static void read_result_line(const char *line, void *arg) {
+  rank_counts *rc = arg;
+  int rr;
+  sscanf(line, "RESULT rank=%d passed=%ld failed=%ld", &rr, &rc->passed, &rc->failed);
+}
+
+static int run_procs(void) {
   ncclUniqueId id;
   SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
   char hex[2 * sizeof(id.internal) + 1];
-  for (int i = 0; i < (int)sizeof(id.internal); i++)
-    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
-  pid_t pids[MAX_RANKS];
-  char outs[MAX_RANKS][64];
-  char rs[MAX_RANKS][16], ns[16], calls[16], cycles[16], st[24], ab[24];
+  symmpin_test_hex_encode(id.internal, sizeof id.internal, hex, sizeof hex);
+  char ns[16], calls[16], cycles[16], per_cycle[16], st[24], ab[24], cs[24];
   snprintf(ns, sizeof ns, "%d", opt.nranks);
   snprintf(calls, sizeof calls, "%d", opt.calls);
   snprintf(cycles, sizeof cycles, "%d", opt.cycles);
+  snprintf(per_cycle, sizeof per_cycle, "%d", opt.calls_per_cycle);
   snprintf(st, sizeof st, "%ld", opt.straggle_ms);
   snprintf(ab, sizeof ab, "%ld", opt.abort_after_ms);
-  for (int r = 0; r < opt.nranks; r++) {
-    snprintf(rs[r], sizeof rs[r], "%d", r);
-    snprintf(outs[r], sizeof outs[r], "/tmp/symmpin-trust.%d.%d.out", (int)getpid(), r);
-    char *args[] = {argv[0], "--child", rs[r], "--uid", hex, "--ranks", ns, "--scenario",
-                    (char *)opt.scenario, "--calls", calls, "--cycles", cycles, "--straggle", st,
-                    "--abort-after", ab, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, outs[r], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&pids[r], argv[0], &fa, NULL, args, environ) != 0) {
-      perror("posix_spawn");
-      return 2;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-  }
+  snprintf(cs, sizeof cs, "%ld", opt.churn_seconds);
+  char *args[] = {
+      "--uid",      hex,   "--ranks",       ns,     "--scenario",        (char *)opt.scenario,
+      "--calls",    calls, "--cycles",      cycles, "--calls-per-cycle", per_cycle,
+      "--straggle", st,    "--abort-after", ab,     "--churn-seconds",   cs,
+      NULL};
+  symmpin_test_launch sp;
+  if (!symmpin_test_launch_init(&sp, PROG) || !symmpin_test_launch_start(&sp, opt.nranks, args))
+    return 2;
+  symmpin_test_launch_wait(&sp);
   long passed = 0, failed = 0;
   for (int r = 0; r < opt.nranks; r++) {
-    int status;
-    waitpid(pids[r], &status, 0);
-    FILE *f = fopen(outs[r], "r");
-    char line[512];
-    long p = 0, q = 0;
-    int rr;
-    while (f && fgets(line, sizeof line, f)) {
-      fputs(line, stdout);
-      sscanf(line, "RESULT rank=%d passed=%ld failed=%ld", &rr, &p, &q);
-    }
-    if (f) fclose(f);
-    unlink(outs[r]);
-    passed += p;
-    failed += q;
-    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && q == 0)) {
-      printf("rank %d exited abnormally (status 0x%x)\n", r, status);
-      failed++;
-    }
+    rank_counts rc = {0, 0};
+    bool clean = symmpin_test_launch_collect(&sp, r, read_result_line, &rc);
+    passed += rc.passed;
+    failed += rc.failed;
+    /* A rank that hung after its results is judged by them (the exit status says it hung); one
+     * that failed without saying why counts once more. */
+    if (!clean && sp.rank[r].end != SYMMPIN_TEST_RANK_HUNG_AFTER && rc.failed == 0) failed++;
   }
   printf(PROG ": %ld passed, %ld failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return symmpin_test_launch_exit_code(&sp, failed == 0);
 }
 
 int main(int argc, char **argv) {
-  static const struct option longs[] = {
-      {"scenario", required_argument, NULL, 's'}, {"ranks", required_argument, NULL, 'n'},
-      {"calls", required_argument, NULL, 'c'},    {"cycles", required_argument, NULL, 'y'},
-      {"straggle", required_argument, NULL, 't'}, {"abort-after", required_argument, NULL, 'a'},
-      {"child", required_argument, NULL, 'C'},    {"uid", required_argument, NULL, 'u'},
-      {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
-      {NULL, 0, NULL, 0}};
+  static const struct option longs[] = {{"scenario", required_argument, NULL, 's'},
+                                        {"ranks", required_argument, NULL, 'n'},
+                                        {"calls", required_argument, NULL, 'c'},
+                                        {"cycles", required_argument, NULL, 'y'},
+                                        {"straggle", required_argument, NULL, 't'},
+                                        {"abort-after", required_argument, NULL, 'a'},
+                                        {"child", required_argument, NULL, 'C'},
+                                        {"uid", required_argument, NULL, 'u'},
+                                        {"calls-per-cycle", required_argument, NULL, 'p'},
+                                        {"churn-seconds", required_argument, NULL, 'S'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {"version", no_argument, NULL, 'V'},
+                                        {NULL, 0, NULL, 0}};
   int ch;
   long v;
   while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -763,9 +794,20 @@ int main(int argc, char **argv) {
       opt.child = (int)v;
       break;
     case 'u': opt.uid = optarg; break;
+    case 'p':
+      if (!symmpin_test_parse_int(optarg, 8, 1000000, &v))
+        return symmpin_test_usage_error(PROG, "bad --calls-per-cycle '%s'", optarg);
+      opt.calls_per_cycle = (int)v;
+      break;
+    case 'S':
+      if (!symmpin_test_parse_int(optarg, 0, 86400, &opt.churn_seconds))
+        return symmpin_test_usage_error(PROG, "bad --churn-seconds '%s'", optarg);
+      break;
     case 'h':
-      printf("usage: " PROG " [--scenario side|sites|fault|abort|graphs|churn] [--ranks N] [--calls N]\n"
-             "                     [--cycles N] [--straggle MS] [--abort-after MS]\n"
+      printf("usage: " PROG " [--scenario side|sites|fault|abort|graphs|churn|busy] [--ranks N]\n"
+             "                     [--calls N] [--cycles N] [--calls-per-cycle N] [--churn-seconds "
+             "S]\n"
+             "                     [--straggle MS] [--abort-after MS]\n"
              "The failure scenarios of symmpin's docs/design.md as a plain NCCL program; see the\n"
              "comment at the top of tests/apps/trust_app.c.\n");
       return 0;
@@ -783,5 +825,5 @@ int main(int argc, char **argv) {
     SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&n));
     opt.nranks = n < MAX_RANKS ? n : MAX_RANKS;
   }
-  return run_procs(argv);
+  return run_procs();
 }

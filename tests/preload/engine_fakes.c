@@ -20,6 +20,14 @@ static __thread fake_op ops[FAKE_MAX_OPS];
 static __thread size_t nops;
 static __thread int current_device;
 static __thread bool fail_launch;
+/* The thread's last error, kept as the runtime keeps it: a failed call sets it, cudaGetLastError
+ * returns and clears it, cudaPeekAtLastError only returns it. */
+static __thread cudaError_t last_error;
+
+static cudaError_t fail(cudaError_t e) {
+  last_error = e;
+  return e;
+}
 
 static void log_op(fake_op op) {
   if (nops < FAKE_MAX_OPS) ops[nops++] = op;
@@ -31,10 +39,20 @@ const fake_op *fake_ops(size_t *n) {
 }
 void fake_ops_clear(void) { nops = 0; }
 void fake_fail_next_launch(void) { fail_launch = true; }
+void fake_set_last_error(int err) { last_error = (cudaError_t)err; }
+int fake_last_error(void) { return (int)last_error; }
 
 /* ---- the CUDA runtime functions engine.c uses ---- */
 
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+const char *cudaGetErrorName(cudaError_t e) {
+  return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
+}
 cudaError_t cudaGetDevice(int *d) {
   *d = current_device;
   return cudaSuccess;
@@ -49,7 +67,7 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 }
 cudaError_t cudaEventCreate(cudaEvent_t *ev) {
   *ev = (cudaEvent_t)calloc(1, 16);
-  return *ev ? cudaSuccess : cudaErrorMemoryAllocation;
+  return *ev ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags) {
   (void)flags;
@@ -138,7 +156,7 @@ cudaError_t cudaUserObjectCreate(cudaUserObject_t *obj, void *ptr, cudaHostFn_t 
     e = cudaSuccess;
   }
   pthread_mutex_unlock(&user_objects_lock);
-  return e;
+  return e == cudaSuccess ? e : fail(e);
 }
 
 static void user_object_drop(fake_user_object *o, int n) {
@@ -156,7 +174,8 @@ cudaError_t cudaUserObjectRelease(cudaUserObject_t obj, unsigned int n) {
 cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t obj, unsigned int n,
                                       unsigned int flags) {
   (void)graph, (void)obj;
-  if (!(flags & cudaGraphUserObjectMove)) return cudaErrorInvalidValue; /* the engine moves its */
+  if (!(flags & cudaGraphUserObjectMove))
+    return fail(cudaErrorInvalidValue); /* the engine moves its */
   pthread_mutex_lock(&user_objects_lock);
   graph_refs += (int)n;
   pthread_mutex_unlock(&user_objects_lock);
@@ -182,7 +201,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
   (void)flags;
   *p = calloc(1, bytes);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags) {
   (void)flags;
@@ -317,8 +336,9 @@ symmpin_status symmpin_kernel_device_check(char *why, size_t why_len) {
 }
 
 symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stream) {
-  if (fail_launch) {
+  if (fail_launch) { /* as cudaLaunchKernelEx: its error stays on the thread */
     fail_launch = false;
+    fail(cudaErrorLaunchFailure);
     return SYMMPIN_ERR_CUDA;
   }
   const unsigned char *slot = call->slot[call->rank];
@@ -331,8 +351,9 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
 }
 
 symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n, void *stream) {
-  if (fail_launch) {
+  if (fail_launch) { /* as cudaLaunchKernelEx: its error stays on the thread */
     fail_launch = false;
+    fail(cudaErrorLaunchFailure);
     return SYMMPIN_ERR_CUDA;
   }
   const unsigned char *my_base = atomic_load(&rank_base[calls[0].rank]);

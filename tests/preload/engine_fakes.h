@@ -2,7 +2,8 @@
  * the ranks (tests/preload/test_engine.c):
  *  - the CUDA runtime functions the engine uses: events and stream waits are logged per thread,
  *    nothing runs, every event has completed (unless a test says otherwise); a stream that
- *    captures captures a graph of its own, whose user objects a test can destroy;
+ *    captures captures a graph of its own, whose user objects a test can destroy; the thread's
+ *    last error is kept as the runtime keeps it;
  *  - symmem's pool: host memory, one region per rank, "exported" as its address (the ranks share
  *    the process, so a peer's region is mapped by using that address);
  *  - the kernels' launch (one call or a group): logged per thread with the slot's offset in the
@@ -32,8 +33,15 @@ typedef struct fake_op {
 const fake_op *fake_ops(size_t *n);
 void fake_ops_clear(void);
 
-/* The next kernel launch on this thread fails (SYMMPIN_ERR_CUDA), once. */
+/* The next kernel launch on this thread fails (SYMMPIN_ERR_CUDA), once, leaving its CUDA error on
+ * the thread as cudaLaunchKernelEx does. */
 void fake_fail_next_launch(void);
+
+/* This thread's last CUDA error (what cudaGetLastError would return), as an int: a test sets it
+ * to play an error of the program's own that is pending when it calls NCCL, and reads it after.
+ * Fake calls that fail set it, as the runtime does. */
+void fake_set_last_error(int err);
+int fake_last_error(void);
 
 /* What cudaEventElapsedTime reports on this thread between two events: kernel_ms when a kernel
  * launch (single or group) was made on this thread between their records, else other_ms (NCCL's

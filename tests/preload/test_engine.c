@@ -53,6 +53,7 @@ typedef struct outcome {
   int launches, waits, records; /* all of them (ops holds the first 15) */
   int64_t offset;        /* the launch's slot offset, -1 if none */
   void *launch_stream;
+  int error_after; /* the thread's last CUDA error after the call (fake_last_error) */
 } outcome;
 
 typedef struct world {
@@ -63,6 +64,8 @@ typedef struct world {
   _Atomic int progress[RANKS];
   float kernel_ms, other_ms; /* nonzero: the fake event times (fake_set_elapsed) */
   bool abort_end; /* the ranks end with ncclCommAbort instead of ncclCommDestroy */
+  int program_error; /* nonzero: the program has this CUDA error pending at each of its calls */
+  int error_after_end[RANKS]; /* the thread's last CUDA error after the communicator's end */
 } world;
 
 static world W;
@@ -144,6 +147,7 @@ static void *make_call(void *arg) {
   int rc = 0;
   symmpin_reason reason = SYMMPIN_REASON_NONE;
   fake_ops_clear();
+  fake_set_last_error(W.program_error);
   o->taken = symmpin_engine_allreduce(c, &ec, &rc, &reason);
   if (!o->taken) symmpin_engine_nccl_done(c, &ec, 0); /* as the preload does after NCCL's call */
   o->rc = rc;
@@ -159,6 +163,7 @@ static void *make_call(void *arg) {
     }
   }
   note(o);
+  o->error_after = fake_last_error();
   pthread_mutex_unlock(&c->lock);
   return NULL;
 }
@@ -185,10 +190,12 @@ static void *rank_main(void *arg) {
     atomic_store(&W.progress[rank], (int)i + 1);
   }
   pthread_mutex_lock(&c->lock);
+  fake_set_last_error(W.program_error);
   if (W.abort_end)
     symmpin_engine_comm_abandon(c);
   else
     symmpin_engine_comm_release(c);
+  W.error_after_end[rank] = fake_last_error();
   pthread_mutex_unlock(&c->lock);
   symmpin_comm_unregister(c);
   return NULL;
@@ -619,6 +626,43 @@ Test(engine, shapes_measured_faster_stay_on_symmpin) {
   for (size_t i = go; i < W.ncalls; i++)
     cr_assert_neq(W.out[0][i].reason, SYMMPIN_REASON_MEASURED, "call %zu", i + 1);
   cr_assert(W.out[0][last].taken && W.out[1][last].taken);
+}
+
+/* ---- the program's own CUDA errors ---- */
+
+/* The program has a CUDA error of its own pending (a failed call it has not read yet) whenever it
+ * calls ncclAllReduce and when it destroys the communicator: it is still there afterwards, on
+ * every call, also with the timing of the choice by measurement on. symmpin clears only what its
+ * own calls failed with (symmem/cuda_check.h). Before, the engine cleared the thread's error
+ * whatever it held: after the first call's event, after each timing pair it read or ended, and at
+ * the communicator's end. */
+Test(engine, an_error_the_program_has_pending_outlives_every_call) {
+  enum { PROGRAM_ERROR = 1 }; /* cudaErrorInvalidValue */
+  world_init();
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.choose = SYMMPIN_CHOOSE_MEASURE;
+  symmpin_config_set_for_tests(&cfg);
+  W.program_error = PROGRAM_ERROR;
+  world_run();
+  cr_assert_lt(first_taken(), 64, "some calls were redirected");
+  for (size_t i = 0; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++)
+      cr_assert_eq(W.out[k][i].error_after, PROGRAM_ERROR,
+                   "call %zu rank %d: the program's error was cleared", i + 1, k);
+  for (int k = 0; k < RANKS; k++)
+    cr_assert_eq(W.error_after_end[k], PROGRAM_ERROR, "rank %d: cleared at the end", k);
+}
+
+/* A launch that fails leaves its CUDA error on the thread (cudaLaunchKernelEx does): the engine
+ * clears it, so the program does not read symmpin's failure as its own. */
+Test(engine, a_failed_launch_leaves_no_cuda_error_to_the_program) {
+  world_init();
+  W.script[0][200].fail_launch = true;
+  world_run();
+  cr_assert(W.out[0][200].taken && W.out[0][200].rc != 0, "the launch failed");
+  for (size_t i = 0; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++)
+      cr_assert_eq(W.out[k][i].error_after, 0, "call %zu rank %d: an error was left", i + 1, k);
 }
 
 /* ---- the end of a communicator: its pool outlives it until its kernels are done ---- */

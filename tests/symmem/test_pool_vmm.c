@@ -106,8 +106,14 @@ cudaError_t cudaGetLastError(void) {
   return e;
 }
 
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
 const char *cudaGetErrorString(cudaError_t error) {
   return error == cudaSuccess ? "no error (stand-in)" : "stand-in CUDA error";
+}
+
+const char *cudaGetErrorName(cudaError_t error) {
+  return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn";
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The `symmpin` front door on the CPU (TAP): its commands and errors, `symmpin run` under a program
 # that uses the FAKE CUDA runtime and NCCL of tests/fakes (so the merged summary has real numbers to
-# merge), and an install into a temporary prefix, run from there.
-# Arguments: BUILD_DIR SYMMPIN FAKES_DIR FAKE_APP
+# merge), and an install into a temporary prefix, run from there (the Python package, the
+# launcher, the library, the tools and the pkg-config file where meson install puts them).
+# tests/python/ tests the package's parts one by one.
+# Arguments: BUILD_DIR SYMMPIN FAKES_DIR FAKE_APP TRACES_DIR
 set -u
-build=$1 symmpin=$2 fakes=$3 app=$4
+build=$1 symmpin=$2 fakes=$3 app=$4 traces=$5
 n=0 bad=0
 ok() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; bad=$((bad + 1)); fi; }
 
-out=$("$symmpin" version); ok "version names the version and a library" '[[ "$out" == symmpin\ *library:\ /* ]]'
+out=$("$symmpin" version); rc=$?
+ok "version names the version and a library, exit 0" '[ $rc -eq 0 ] && [[ "$out" == symmpin\ *library:\ /* ]]'
+SYMMPIN_LIB=/nonexistent/libsymmpin.so.0 "$symmpin" version >/dev/null 2>&1; rc=$?
+ok "version without a library: exit 1" '[ $rc -eq 1 ]'
+out=$("$symmpin" run -- true 2>&1); rc=$?
+ok "run of a program without communicators prints nothing" '[ $rc -eq 0 ] && [ -z "$out" ]'
 "$symmpin" --help >/dev/null; ok "--help exits 0" '[ $? -eq 0 ]'
 err=$("$symmpin" frobnicate 2>&1); rc=$?
 ok "an unknown command is named, exit 2" '[ $rc -eq 2 ] && [[ "$err" == *"unknown command '"'"'frobnicate'"'"'"* ]]'
@@ -55,10 +62,21 @@ lib=$(find "$tmp" -name 'libsymmpin.so.0' | head -n 1)
 ok "the versioned library is installed" '[ -n "$lib" ] && [ -e "$lib" ]'
 ok "pkg-config file, tools and documents are installed" \
   '[ -n "$(find "$tmp" -name symmpin.pc)" ] && [ -n "$(find "$tmp" -path "*/bin/symmpin-replay")" ] && [ -n "$(find "$tmp" -path "*/doc/symmpin/docs/design.md")" ] && [ -n "$(find "$tmp" -path "*/doc/symmpin/LICENSE")" ]'
-out=$("$inst" version 2>&1)
-ok "the installed symmpin finds the installed library" '[[ "$out" == *"library: $tmp"* ]]'
-"$inst" run -- true >/dev/null 2>&1; rc=$?
-ok "symmpin run -- true from the prefix" '[ $rc -eq 0 ]'
+out=$("$inst" version 2>&1); rc=$?
+ok "the installed symmpin finds the installed library" '[ $rc -eq 0 ] && [[ "$out" == *"library: $tmp"* ]]'
+out=$("$inst" run -- true 2>&1); rc=$?
+ok "symmpin run -- true from the prefix: exit 0, nothing printed" '[ $rc -eq 0 ] && [ -z "$out" ]'
+pkgdir=$(dirname "$(find "$tmp" -path '*/symmpin/python/symmpin/cli.py' | head -n 1)")
+ok "the Python package is installed under datadir, with the prefix layout" \
+  '[ -f "$pkgdir/_build.py" ] && grep -q "^LAYOUT = \"prefix\"" "$pkgdir/_build.py" && [ ! -e "$pkgdir/_build_installed.py" ]'
+pc=$(find "$tmp" -name symmpin.pc | head -n 1)
+ok "the pkg-config file names the library to preload, without Cflags (no header is installed)" \
+  '! grep -q "^Cflags" "$pc" && [ -e "$tmp$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=preload symmpin)" ]'
+out=$("$inst" replay "$traces"/ddp/* 2>&1); rc=$?
+ok "the installed symmpin replay plans the bundled traces" '[ $rc -eq 0 ] && [[ "$out" == *"agreement: GO"* ]]'
+out=$("$inst" doctor --json 2>/dev/null); rc=$?
+ok "the installed symmpin doctor --json: one JSON document, its verdict agreeing with the exit status" \
+  'python3 -c "import json, sys; v = json.loads(sys.argv[1])[\"verdict\"]; sys.exit(0 if v[\"redirect\"] == (int(sys.argv[2]) == 0) and v[\"line\"] else 1)" "$out" $rc'
 rm -rf "$tmp"
 
 echo "1..$n"

@@ -1,0 +1,78 @@
+# shellcheck shell=bash
+# The GPU suite's steps: PyTorch under torchrun, symmpin-dp, and the timings that need two GPUs.
+# Sourced by scripts/gpu-suite.sh, whose settings, runs (run_side, compare_runs, judge_pair) and
+# step runner they use; each s_NAME is the step NAME.
+
+s_ddp() {
+  torch_argv "$RANKS"
+  compare_runs ddp '^DDP|^step' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/ddp_train.py || return 1
+  stats_check redirected --count "$RANKS" "$OUT"/logs/ddp.stats.*.json
+}
+s_tp() {
+  torch_argv "$RANKS"
+  TP_TIME=0 compare_runs tp '^TP |tp_loop:' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/tp_loop.py || return 1
+  stats_check redirected --count "$RANKS" "$OUT"/logs/tp.stats.*.json
+}
+s_dp_groups() { # issue 11's data-parallel step: grouped gradient all-reduces overlapping compute
+  compare_runs dp-groups '^DP-DIGEST|symmpin-dp:' "$RANKS" 0 "$B/tests/apps/symmpin-dp" --ranks "$RANKS" || return 1
+  stats_check redirected --count "$RANKS" "$OUT"/logs/dp-groups.stats.*.json || return 1
+  ! shared_gpu || step_note "times: ranks share a GPU"
+  echo "= time per step, compute alone, the group alone (us), without then with symmpin:"
+  grep -h '^DP-TIME' "$OUT/logs/dp-groups.nccl.out" "$OUT/logs/dp-groups.symmpin.out" | sed 's/^/= /'
+}
+# Issue 11's tensor-parallel decode step (tests/apps/tp_decode.py), without and with symmpin:
+# bitwise identical outputs, and the table of scripts/tp_decode_compare.py (time per step and per
+# all-reduce, communication share, share of the expected saving realised).
+tp_decode_pair() { # tp_decode_pair NAME: the two runs with the TPD_* settings in the environment
+  local name=$1
+  if shared_gpu; then # correctness only: the times are the GPU's time slices
+    export TPD_HIDDEN=${TPD_HIDDEN:-4096} TPD_TOKENS=${TPD_TOKENS:-1,64} TPD_STEPS=${TPD_STEPS:-10}
+    step_note "times: ranks share a GPU"
+  fi
+  torch_argv "$RANKS"
+  SIDE_TRACE=0 compare_runs "$name" '^TPD-DIGEST' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/tp_decode.py || return 1
+  "$PY" scripts/tp_decode_compare.py "$OUT/logs/$name.nccl.out" "$OUT/logs/$name.symmpin.out" >"$OUT/logs/$name.table"
+  local rc=$?
+  sed 's/^/= /' "$OUT/logs/$name.table"
+  return $rc
+}
+s_tp_decode() { TPD_MODES=eager,graph tp_decode_pair tp-decode; }
+s_tp_decode_compile() { # torch.compile(mode="reduce-overhead"): one configuration (compiling is slow)
+  TPD_MODES=compile TPD_HIDDEN=4096 TPD_TOKENS=8 tp_decode_pair tp-decode-compile
+}
+s_overlap() { # a GEMM slowed by concurrent all-reduces: with symmpin's kernels vs NCCL's (issue 11)
+  # SYMMPIN_CHOOSE=static: the question is what symmpin's kernels cost the GEMM, so they must run
+  # (the measured choice could give a size back to NCCL).
+  if shared_gpu; then # the digests only: the times are the GPU's time slices
+    export OVL_SIZES=${OVL_SIZES:-65536} OVL_ROUNDS=${OVL_ROUNDS:-2} OVL_WARM=${OVL_WARM:-200} OVL_GEMMS=${OVL_GEMMS:-10}
+    step_note "times: ranks share a GPU"
+  fi
+  torch_argv "$RANKS"
+  SYMMPIN_CHOOSE=static SIDE_TRACE=0 compare_runs overlap '^OVL-DIGEST' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/overlap.py || return 1
+  "$PY" scripts/overlap_compare.py "$OUT/logs/overlap.nccl.out" "$OUT/logs/overlap.symmpin.out"
+}
+s_dedicated() { # the one-slot-per-site planner: same results as NCCL (and so as the shared planner)
+  torch_argv "$RANKS"
+  SYMMPIN_PLANNER=dedicated compare_runs ddp-dedicated '^DDP|^step' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/ddp_train.py || return 1
+  TP_TIME=0 SYMMPIN_PLANNER=dedicated compare_runs tp-dedicated '^TP |tp_loop:' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/tp_loop.py || return 1
+  SYMMPIN_PLANNER=dedicated compare_runs app-dedicated '^RESULT|symmpin-app:' "$RANKS" 0 "$APP" --mode procs --ranks "$RANKS"
+}
+s_bench() {
+  needs_two_gpus "speed ratios (ranks sharing a GPU take turns on it)" || return 77
+  step_config "$(placement_words "$NGPU"), symmpin-bench"
+  "$B/tests/gpu/symmpin-bench" --csv "$OUT/bench.csv" || return 1
+}
+s_speed() { # the program's own timings with and without the preload, alternating
+  needs_two_gpus "speed ratios (ranks sharing a GPU take turns on it)" || return 77
+  step_config "$(placement_words "$NGPU")"
+  local i
+  for i in 1 2; do
+    echo "== run $i: NCCL"; "$APP" --mode procs --bench
+    echo "== run $i: symmpin"; LD_PRELOAD=$LIB "$APP" --mode procs --bench
+  done
+  torch_argv "$NGPU"
+  for i in 1 2; do
+    echo "== tp run $i: NCCL"; "${TORCH_ARGV[@]}" tests/apps/tp_loop.py 2>&1 | grep tp-bench
+    echo "== tp run $i: symmpin"; LD_PRELOAD=$LIB "${TORCH_ARGV[@]}" tests/apps/tp_loop.py 2>&1 | grep tp-bench
+  done
+}
