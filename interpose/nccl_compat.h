@@ -15,6 +15,9 @@
 #error "include <nccl.h> first"
 #endif
 
+/* The declarations below are NCCL's, character for character: not formatted. */
+/* clang-format off */
+
 /* NCCL 2.27.3 (nccl.h of nvidia-nccl-cu13 2.27.7). */
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 27, 0)
 /* ncclCommShrink flags*/
@@ -38,5 +41,7 @@ ncclResult_t  ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniq
 ncclResult_t  ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t  ncclCommResume(ncclComm_t comm);
 #endif
+
+/* clang-format on */
 
 #endif

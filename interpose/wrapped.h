@@ -15,30 +15,30 @@
 #ifndef SYMMPIN_INTERPOSE_WRAPPED_H
 #define SYMMPIN_INTERPOSE_WRAPPED_H
 
-#define SYMMPIN_WRAPPED(X)            \
-  X(CUDART, cudaMalloc)               \
-  X(CUDART, cudaFree)                 \
-  X(CUDART, cudaMallocAsync)          \
-  X(CUDART, cudaFreeAsync)            \
-  X(NCCL, ncclMemAlloc)               \
-  X(NCCL, ncclMemFree)                \
-  X(NCCL, ncclCommInitRank)           \
-  X(NCCL, ncclCommInitRankConfig)     \
-  X(NCCL, ncclCommInitRankScalable)   \
-  X(NCCL, ncclCommInitAll)            \
-  X(NCCL, ncclCommSplit)              \
-  X(NCCL, ncclCommDestroy)            \
-  X(NCCL, ncclCommAbort)              \
-  X(NCCL, ncclCommFinalize)           \
-  X(NCCL, ncclCommGetAsyncError)      \
-  X(NCCL, ncclCommShrink)             \
-  X(NCCL, ncclCommRevoke)             \
-  X(NCCL, ncclCommGrow)               \
-  X(NCCL, ncclCommSuspend)            \
-  X(NCCL, ncclCommResume)             \
-  X(NCCL, ncclGroupStart)             \
-  X(NCCL, ncclGroupEnd)               \
-  X(NCCL, ncclGroupSimulateEnd)       \
+#define SYMMPIN_WRAPPED(X)                                                                         \
+  X(CUDART, cudaMalloc)                                                                            \
+  X(CUDART, cudaFree)                                                                              \
+  X(CUDART, cudaMallocAsync)                                                                       \
+  X(CUDART, cudaFreeAsync)                                                                         \
+  X(NCCL, ncclMemAlloc)                                                                            \
+  X(NCCL, ncclMemFree)                                                                             \
+  X(NCCL, ncclCommInitRank)                                                                        \
+  X(NCCL, ncclCommInitRankConfig)                                                                  \
+  X(NCCL, ncclCommInitRankScalable)                                                                \
+  X(NCCL, ncclCommInitAll)                                                                         \
+  X(NCCL, ncclCommSplit)                                                                           \
+  X(NCCL, ncclCommDestroy)                                                                         \
+  X(NCCL, ncclCommAbort)                                                                           \
+  X(NCCL, ncclCommFinalize)                                                                        \
+  X(NCCL, ncclCommGetAsyncError)                                                                   \
+  X(NCCL, ncclCommShrink)                                                                          \
+  X(NCCL, ncclCommRevoke)                                                                          \
+  X(NCCL, ncclCommGrow)                                                                            \
+  X(NCCL, ncclCommSuspend)                                                                         \
+  X(NCCL, ncclCommResume)                                                                          \
+  X(NCCL, ncclGroupStart)                                                                          \
+  X(NCCL, ncclGroupEnd)                                                                            \
+  X(NCCL, ncclGroupSimulateEnd)                                                                    \
   X(NCCL, ncclAllReduce)
 
 #endif

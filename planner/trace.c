@@ -58,8 +58,9 @@ symmpin_trace_call symmpin_trace_call_from_name(const char *name) {
 #define C(x) (1u << SYMMPIN_TRACE_##x)
 #define ALLOCS (C(CUDA_MALLOC) | C(CUDA_MALLOC_ASYNC) | C(NCCL_MEM_ALLOC))
 #define FREES (C(CUDA_FREE) | C(CUDA_FREE_ASYNC) | C(NCCL_MEM_FREE))
-#define INITS (C(COMM_INIT_RANK) | C(COMM_INIT_RANK_CONFIG) | C(COMM_INIT_RANK_SCALABLE) | \
-               C(COMM_INIT_ALL) | C(COMM_SPLIT) | CHILDREN)
+#define INITS                                                                                      \
+  (C(COMM_INIT_RANK) | C(COMM_INIT_RANK_CONFIG) | C(COMM_INIT_RANK_SCALABLE) | C(COMM_INIT_ALL) |  \
+   C(COMM_SPLIT) | CHILDREN)
 #define CHILDREN (C(COMM_SHRINK) | C(COMM_GROW)) /* communicators symmpin passes through */
 #define LIFE (C(COMM_REVOKE) | C(COMM_SUSPEND) | C(COMM_RESUME))
 #define ENDS (C(COMM_DESTROY) | C(COMM_ABORT) | C(COMM_FINALIZE))
@@ -347,8 +348,7 @@ bool symmpin_trace_event_bounded(const symmpin_trace_event *ev, char *why, size_
     what = "count", v = (long long)(ev->count > INT64_MAX ? INT64_MAX : ev->count), min = 0,
     max = (long long)SYMMPIN_TRACE_MAX_COUNT;
   if (!what) return true;
-  if (why && cap)
-    snprintf(why, cap, "%s=%lld is out of range (%lld to %lld)", what, v, min, max);
+  if (why && cap) snprintf(why, cap, "%s=%lld is out of range (%lld to %lld)", what, v, min, max);
   return false;
 }
 
@@ -662,8 +662,8 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
     if (n == 0) break;
     if (len > SYMMPIN_TRACE_MAX_FILE_BYTES) {
       SYMMPIN_WARN("trace %s: more than %llu bytes (SYMMPIN_TRACE_MAX_FILE_BYTES): cut it (its "
-                   "first lines hold the warm-up and the first epochs)", path,
-                   (unsigned long long)SYMMPIN_TRACE_MAX_FILE_BYTES);
+                   "first lines hold the warm-up and the first epochs)",
+                   path, (unsigned long long)SYMMPIN_TRACE_MAX_FILE_BYTES);
       free(text);
       fclose(fp);
       return SYMMPIN_ERR_INVALID;
@@ -751,8 +751,8 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
         break;
       } else if (f.nevents == SYMMPIN_TRACE_MAX_EVENTS) {
         SYMMPIN_WARN("trace %s line %zu: more than %u events (SYMMPIN_TRACE_MAX_EVENTS): cut it "
-                     "(its first lines hold the warm-up and the first epochs)", path, lineno,
-                     SYMMPIN_TRACE_MAX_EVENTS);
+                     "(its first lines hold the warm-up and the first epochs)",
+                     path, lineno, SYMMPIN_TRACE_MAX_EVENTS);
         st = SYMMPIN_ERR_INVALID;
         break;
       } else {

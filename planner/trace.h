@@ -26,11 +26,11 @@
  * far below; a longer one than the reader takes is cut (its head holds the warm-up and the first
  * epochs, which is what the replay needs). */
 #define SYMMPIN_TRACE_MAX_FILE_BYTES (2ull << 30) /* the text, read whole */
-#define SYMMPIN_TRACE_MAX_EVENTS (1u << 24)        /* event lines (216 bytes each in memory) */
-#define SYMMPIN_TRACE_MAX_WHERES (1u << 20)        /* "#where=" lines: one per call stack */
-#define SYMMPIN_TRACE_MAX_RANKS (1 << 16)          /* nranks of any event; rank below it */
-#define SYMMPIN_TRACE_MAX_STREAM_ORD 32767         /* a stream ordinal (the call record's int16) */
-#define SYMMPIN_TRACE_MAX_COUNT (1ull << 48)       /* elements of one all-reduce */
+#define SYMMPIN_TRACE_MAX_EVENTS (1u << 24)       /* event lines (216 bytes each in memory) */
+#define SYMMPIN_TRACE_MAX_WHERES (1u << 20)       /* "#where=" lines: one per call stack */
+#define SYMMPIN_TRACE_MAX_RANKS (1 << 16)         /* nranks of any event; rank below it */
+#define SYMMPIN_TRACE_MAX_STREAM_ORD 32767        /* a stream ordinal (the call record's int16) */
+#define SYMMPIN_TRACE_MAX_COUNT (1ull << 48)      /* elements of one all-reduce */
 
 typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_UNKNOWN = 0,
@@ -51,9 +51,9 @@ typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_GROUP_START,
   SYMMPIN_TRACE_GROUP_END,
   SYMMPIN_TRACE_ALL_REDUCE,
-  SYMMPIN_TRACE_COMM_SHRINK,  /* NCCL 2.27+ */
-  SYMMPIN_TRACE_COMM_REVOKE,  /* NCCL 2.28.7+ */
-  SYMMPIN_TRACE_COMM_GROW,    /* NCCL 2.29+ */
+  SYMMPIN_TRACE_COMM_SHRINK, /* NCCL 2.27+ */
+  SYMMPIN_TRACE_COMM_REVOKE, /* NCCL 2.28.7+ */
+  SYMMPIN_TRACE_COMM_GROW,   /* NCCL 2.29+ */
   SYMMPIN_TRACE_COMM_SUSPEND,
   SYMMPIN_TRACE_COMM_RESUME,
   SYMMPIN_TRACE_CALL_COUNT,

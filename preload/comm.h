@@ -87,7 +87,8 @@ void symmpin_comm_signal_abort(symmpin_comm *c);
  * the engine has no kernels yet, two more otherwise (it is on every all-reduce's path). */
 int symmpin_comm_async_error(symmpin_comm *c);
 
-/* ---- the entry's lock, with its holder known (the exit must never wait for its own thread) ---- */
+/* ---- the entry's lock, with its holder known (the exit must never wait for its own thread) ----
+ */
 
 /* A number for the calling thread: never 0, never reused (not pthread_self(), which glibc hands
  * to the next thread at once). */

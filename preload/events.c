@@ -185,10 +185,13 @@ void symmpin_event_free_result(symmpin_alloc_kind kind, void *ptr, int rc) {
 
 /* ---- communicators ---- */
 
-static const symmpin_trace_call init_calls[] = {
-    SYMMPIN_TRACE_COMM_INIT_RANK, SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG,
-    SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE, SYMMPIN_TRACE_COMM_INIT_ALL, SYMMPIN_TRACE_COMM_SPLIT,
-    SYMMPIN_TRACE_COMM_SHRINK, SYMMPIN_TRACE_COMM_GROW};
+static const symmpin_trace_call init_calls[] = {SYMMPIN_TRACE_COMM_INIT_RANK,
+                                                SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG,
+                                                SYMMPIN_TRACE_COMM_INIT_RANK_SCALABLE,
+                                                SYMMPIN_TRACE_COMM_INIT_ALL,
+                                                SYMMPIN_TRACE_COMM_SPLIT,
+                                                SYMMPIN_TRACE_COMM_SHRINK,
+                                                SYMMPIN_TRACE_COMM_GROW};
 static const symmpin_trace_call end_calls[] = {SYMMPIN_TRACE_COMM_DESTROY, SYMMPIN_TRACE_COMM_ABORT,
                                                SYMMPIN_TRACE_COMM_FINALIZE};
 
@@ -343,7 +346,8 @@ static const char *life_reason(symmpin_comm_life what) {
   switch (what) {
   case SYMMPIN_COMM_REVOKE: return "revoked (ncclCommRevoke)";
   case SYMMPIN_COMM_SUSPEND: return "suspended (ncclCommSuspend), never resumed by symmpin";
-  case SYMMPIN_COMM_SHRINK_ABORT: return "its operations aborted by ncclCommShrink(NCCL_SHRINK_ABORT)";
+  case SYMMPIN_COMM_SHRINK_ABORT:
+    return "its operations aborted by ncclCommShrink(NCCL_SHRINK_ABORT)";
   case SYMMPIN_COMM_RESUME: break;
   }
   return "";
@@ -381,9 +385,8 @@ void symmpin_event_comm_life(symmpin_comm_life what, void *comm, bool acts) {
   symmpin_comm_unlock(c);
 }
 
-static const symmpin_trace_call life_calls[] = {SYMMPIN_TRACE_COMM_REVOKE,
-                                                SYMMPIN_TRACE_COMM_SUSPEND,
-                                                SYMMPIN_TRACE_COMM_RESUME};
+static const symmpin_trace_call life_calls[] = {
+    SYMMPIN_TRACE_COMM_REVOKE, SYMMPIN_TRACE_COMM_SUSPEND, SYMMPIN_TRACE_COMM_RESUME};
 
 void symmpin_event_comm_life_result(symmpin_comm_life what, void *comm, int rc) {
   pending_life lf = pending_lf;
@@ -784,7 +787,8 @@ void symmpin_preload_exit(void) {
   symmpin_comm_for_each_unlocked(release_one, &x);
   if (x.left)
     SYMMPIN_INFO("exit: %d communicator(s) left as they were (a thread inside symmpin holds "
-                 "them); the process's end frees what they hold", x.left);
+                 "them); the process's end frees what they hold",
+                 x.left);
   symmpin_tracefile_stop();
   stats_report(symmpin_config_get());
 }

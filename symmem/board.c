@@ -503,7 +503,8 @@ static void board_sweep(void) {
                      e->d_name, (unsigned)creator);
       else
         SYMMPIN_INFO("board " BOARD_SHM_DIR "/%s: removed, its creator died before it was "
-                     "initialized", e->d_name);
+                     "initialized",
+                     e->d_name);
     }
   }
   closedir(d);

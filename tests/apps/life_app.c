@@ -139,8 +139,8 @@ static void *rank_main(void *arg) {
     printf(PROG ": rank 0: stream %s after %.1f ms\n", drained ? "drained" : "still busy",
            now_ms() - t0);
     check(drained, 0, "the waiting all-reduce stopped within a second of the revoke");
-    ncclResult_t later = ncclAllReduce(c->buf, c->buf, COUNT, ncclInt32, ncclSum, c->comm,
-                                       c->stream);
+    ncclResult_t later =
+        ncclAllReduce(c->buf, c->buf, COUNT, ncclInt32, ncclSum, c->comm, c->stream);
     printf(PROG ": rank 0: an all-reduce after the revoke returned %d\n", (int)later);
     check(later == ncclInvalidUsage, 0, "an all-reduce after the revoke returns ncclInvalidUsage");
     check(drains_within(c->stream, 1000), 0, "nothing runs after the revoke");
@@ -150,8 +150,8 @@ static void *rank_main(void *arg) {
     ncclComm_t child = NULL;
     ncclResult_t rc = ncclCommShrink(c->comm, excluded, 1, &child, NULL, NCCL_SHRINK_ABORT);
     double took = now_ms() - t0;
-    printf(PROG ": rank 0: ncclCommShrink(NCCL_SHRINK_ABORT) returned %d after %.1f ms\n",
-           (int)rc, took);
+    printf(PROG ": rank 0: ncclCommShrink(NCCL_SHRINK_ABORT) returned %d after %.1f ms\n", (int)rc,
+           took);
     check(rc == ncclSuccess && child, 0, "ncclCommShrink");
     check(took < 1000, 0, "ncclCommShrink within a second");
     check(drains_within(c->stream, 1000), 0,
@@ -180,9 +180,12 @@ int main(int argc, char **argv) {
                                            {NULL, 0, NULL, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    if (o == 's') scenario = optarg;
-    else if (o == 'c') calls = atoi(optarg);
-    else return 2;
+    if (o == 's')
+      scenario = optarg;
+    else if (o == 'c')
+      calls = atoi(optarg);
+    else
+      return 2;
   }
   if (strcmp(scenario, "revoke") && strcmp(scenario, "shrink")) {
     fprintf(stderr, PROG ": --scenario revoke|shrink\n");

@@ -154,8 +154,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
     if (excludeRanksList[i] == comm->rank) return ncclInvalidArgument;
     below += excludeRanksList[i] < comm->rank;
   }
-  ncclResult_t r = make_comm(newcomm, comm->nranks - excludeRanksCount, comm->rank - below,
-                             blocking_of(config));
+  ncclResult_t r =
+      make_comm(newcomm, comm->nranks - excludeRanksCount, comm->rank - below, blocking_of(config));
   if (r == ncclSuccess || r == ncclInProgress) (*newcomm)->device = comm->device;
   return r;
 }

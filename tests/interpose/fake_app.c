@@ -222,7 +222,8 @@ static void initall(void) {
 
 /* The calls that change a communicator's life (NCCL 2.27-2.29), with the fake NCCL's answers: a
  * revoked communicator refuses collectives, a suspended one until it is resumed; children of
- * Shrink and Grow work. test_interpose.c "life" checks what symmpin makes of them (trace, stats). */
+ * Shrink and Grow work. test_interpose.c "life" checks what symmpin makes of them (trace, stats).
+ */
 static void life(void) {
   float buf[64];
   fill(buf, 64, 1.0f);
@@ -284,7 +285,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "threads")) threads();
   else if (!strcmp(s, "nonblocking")) nonblocking();
   else if (!strcmp(s, "initall")) initall();
-  else if (!strcmp(s, "life")) life();
+  else if (!strcmp(s, "life"))
+    life();
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

@@ -661,17 +661,22 @@ Test(preloaded, life_calls_leave_communicators_to_nccl, .timeout = 30) {
   json[n] = '\0';
   fclose(f);
   cr_expect(strstr(json, "\"ordinal\": 0, \"rank\": 1, \"nranks\": 2, \"device\": 0, "
-                         "\"nccl_only\": \"revoked (ncclCommRevoke)\""), "%s", json);
+                         "\"nccl_only\": \"revoked (ncclCommRevoke)\""),
+            "%s", json);
   cr_expect(strstr(json, "\"ordinal\": 1, \"rank\": 1, \"nranks\": 2, \"device\": 0, "
-                         "\"nccl_only\": \"suspended (ncclCommSuspend)"), "%s", json);
+                         "\"nccl_only\": \"suspended (ncclCommSuspend)"),
+            "%s", json);
   cr_expect(strstr(json, "\"ordinal\": 2, \"rank\": 2, \"nranks\": 4, \"device\": 0, "
-                         "\"nccl_only\": \"its operations aborted by ncclCommShrink"), "%s", json);
+                         "\"nccl_only\": \"its operations aborted by ncclCommShrink"),
+            "%s", json);
   cr_expect(strstr(json, "\"ordinal\": -1, \"rank\": 1, \"nranks\": 3, \"device\": 0, "
-                         "\"nccl_only\": \"made by ncclCommShrink"), "%s", json);
+                         "\"nccl_only\": \"made by ncclCommShrink"),
+            "%s", json);
   cr_expect(strstr(json, "\"nccl_only\": \"a split of a communicator symmpin passes through\""),
             "%s", json);
   cr_expect(strstr(json, "\"ordinal\": -1, \"rank\": 1, \"nranks\": 5, \"device\": 0, "
-                         "\"nccl_only\": \"made by ncclCommGrow"), "%s", json);
+                         "\"nccl_only\": \"made by ncclCommGrow"),
+            "%s", json);
 
   symmpin_trace_file tf;
   read_trace(&x, &tf);

@@ -31,8 +31,10 @@ static int slot_class(size_t count, int dtype, int nranks) {
   return 0;
 }
 static const char *class_name(int k) { return k == 0 ? "one" : NULL; }
-static const symmpin_plan_kernels kernels = {.slot_bytes = slot_bytes, .supports = supports,
-                                             .slot_class = slot_class, .nclasses = 1,
+static const symmpin_plan_kernels kernels = {.slot_bytes = slot_bytes,
+                                             .supports = supports,
+                                             .slot_class = slot_class,
+                                             .nclasses = 1,
                                              .class_name = class_name};
 
 static char path[64];
@@ -70,33 +72,41 @@ static void expect_refused(const char *body, const char *what) {
   symmpin_trace_file tf;
   cr_expect_eq(symmpin_trace_read(path, &tf), SYMMPIN_ERR_INVALID, "%s: the reader took it", what);
   int st = replay_bounded();
-  cr_expect_eq(st, (int)SYMMPIN_ERR_INVALID & 0xff, "%s: the replay ended with %d (-1: killed "
-               "after 20 s or out of memory; %d: out of memory)", what, st,
-               (int)SYMMPIN_ERR_NOMEM & 0xff);
+  cr_expect_eq(st, (int)SYMMPIN_ERR_INVALID & 0xff,
+               "%s: the replay ended with %d (-1: killed "
+               "after 20 s or out of memory; %d: out of memory)",
+               what, st, (int)SYMMPIN_ERR_NOMEM & 0xff);
   unlink(path);
 }
 
 #define INIT "1 0 1 ncclCommInitRank rc=0 dev=0 comm=0 key_hi=0x1 key_lo=0x2 rank=0 nranks=2\n"
-#define AR "2 0 1 ncclAllReduce rc=0 dev=0 comm=0 rank=0 nranks=2 site=0x5 count=8 dtype=f32 " \
-           "op=sum stream_ord=0 path=0 reason=2\n"
+#define AR                                                                                         \
+  "2 0 1 ncclAllReduce rc=0 dev=0 comm=0 rank=0 nranks=2 site=0x5 count=8 dtype=f32 "              \
+  "op=sum stream_ord=0 path=0 reason=2\n"
 
 Test(bounds, a_forged_rank_count_is_refused_at_once) {
   expect_refused("1 0 1 ncclCommInitRank rc=0 dev=0 comm=0 key_hi=0x1 key_lo=0x2 rank=0 "
-                 "nranks=2000000000\n", "nranks of an init");
+                 "nranks=2000000000\n",
+                 "nranks of an init");
   expect_refused(INIT "2 0 1 ncclAllReduce rc=0 dev=0 comm=0 rank=0 nranks=2000000000 site=0x5 "
-                 "count=8 dtype=f32 op=sum stream_ord=0\n", "nranks of an all-reduce");
+                      "count=8 dtype=f32 op=sum stream_ord=0\n",
+                 "nranks of an all-reduce");
   expect_refused("1 0 1 ncclCommInitRank rc=0 dev=0 comm=0 key_hi=0x1 key_lo=0x2 "
-                 "rank=2000000000 nranks=-1\n", "rank");
+                 "rank=2000000000 nranks=-1\n",
+                 "rank");
   expect_refused("1 0 1 ncclCommInitRank rc=0 dev=0 comm=-7 key_hi=0x1 key_lo=0x2 rank=0 "
-                 "nranks=2\n", "a communicator ordinal");
+                 "nranks=2\n",
+                 "a communicator ordinal");
 }
 
 Test(bounds, a_forged_stream_ordinal_or_count_is_refused) {
   /* stream_ord * kernel classes overflowed an int (the sharing class); counts past 2^48. */
   expect_refused(INIT "2 0 1 ncclAllReduce rc=0 dev=0 comm=0 rank=0 nranks=2 site=0x5 count=8 "
-                 "dtype=f32 op=sum stream_ord=2147483647\n", "stream_ord");
+                      "dtype=f32 op=sum stream_ord=2147483647\n",
+                 "stream_ord");
   expect_refused(INIT "2 0 1 ncclAllReduce rc=0 dev=0 comm=0 rank=0 nranks=2 site=0x5 "
-                 "count=1152921504606846976 dtype=f32 op=sum stream_ord=0\n", "count");
+                      "count=1152921504606846976 dtype=f32 op=sum stream_ord=0\n",
+                 "count");
 }
 
 Test(bounds, the_largest_values_a_trace_may_hold_still_replay) {
@@ -125,14 +135,14 @@ Test(bounds, too_many_communicators_or_threads_are_refused) {
   for (int i = 0; i < 4200; i++)
     n += (size_t)snprintf(body + n, cap - n,
                           "%d 0 1 ncclCommInitRank rc=0 dev=0 comm=%d key_hi=0x%x key_lo=0x1 "
-                          "rank=0 nranks=2\n", i + 1, i, i + 1);
+                          "rank=0 nranks=2\n",
+                          i + 1, i, i + 1);
   write_trace(body);
   cr_expect_eq(replay_bounded(), (int)SYMMPIN_ERR_INVALID & 0xff, "4200 communicators");
   unlink(path);
   n = 0;
   for (int i = 0; i < 4200; i++)
-    n += (size_t)snprintf(body + n, cap - n, "%d 0 %d ncclGroupStart rc=0 depth=1\n", i + 1,
-                          i + 1);
+    n += (size_t)snprintf(body + n, cap - n, "%d 0 %d ncclGroupStart rc=0 depth=1\n", i + 1, i + 1);
   write_trace(body);
   cr_expect_eq(replay_bounded(), (int)SYMMPIN_ERR_INVALID & 0xff, "4200 threads");
   unlink(path);

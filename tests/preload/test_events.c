@@ -440,7 +440,8 @@ Test(events, a_reused_handle_releases_the_old_communicators_engine) {
  * whichever way fails it first stands, and is what ncclCommGetAsyncError and every later
  * all-reduce report; a later failure of another kind changes nothing. Every way in tells the
  * communicator's kernels to stop (their calls no longer pair up): also a kernel that gave up, which
- * before set the error without the abort word, so this rank's other waiting kernels kept waiting. */
+ * before set the error without the abort word, so this rank's other waiting kernels kept waiting.
+ */
 Test(events, the_first_failure_stands_and_stops_the_kernels) {
   void *h = (void *)0xe4;
   symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 9, 10, 0, 2, 0, true, 0);
@@ -457,8 +458,8 @@ Test(events, the_first_failure_stands_and_stops_the_kernels) {
   cr_expect_eq(symmpin_event_comm_async_error(h), SYMMPIN_NCCL_REMOTE_ERROR);
   stand_in_take_count = 8;
   int rc = -1;
-  symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7,
-                                 .comm = h, .stack = 1};
+  symmpin_allreduce_call call = {
+      .send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7, .comm = h, .stack = 1};
   cr_assert(symmpin_event_allreduce(&call, &rc));
   cr_expect_eq(rc, SYMMPIN_NCCL_REMOTE_ERROR);
 
@@ -616,8 +617,8 @@ Test(events, a_simulated_group_end_drops_the_held_calls) {
 /* ---- the calls of NCCL 2.27-2.29 that change a communicator's life (events.h) ---- */
 
 static int taken_by_engine(void *h, size_t count) {
-  symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = count, .dtype = 7,
-                                 .comm = h, .stack = 1};
+  symmpin_allreduce_call call = {
+      .send = (void *)1, .recv = (void *)1, .count = count, .dtype = 7, .comm = h, .stack = 1};
   int rc = -1;
   stand_in_take_count = count;
   uint64_t before = stand_in_last_index;

@@ -66,8 +66,14 @@ static void *waiter_main(void *arg) {
   (void)arg;
   static float buf[256];
   for (int i = 0; i < CALLS; i++) {
-    symmpin_allreduce_call c = {.send = buf, .recv = buf, .count = 256, .dtype = 7 /* float32 */,
-                                .op = 0, .comm = HANDLE, .stream = (void *)0x100, .stack = 0xA};
+    symmpin_allreduce_call c = {.send = buf,
+                                .recv = buf,
+                                .count = 256,
+                                .dtype = 7 /* float32 */,
+                                .op = 0,
+                                .comm = HANDLE,
+                                .stream = (void *)0x100,
+                                .stack = 0xA};
     int rc = 0;
     if (!symmpin_event_allreduce(&c, &rc)) symmpin_event_allreduce_result(&c, 0);
     atomic_fetch_add(&progress, 1);
@@ -92,7 +98,7 @@ static void child_main(how h, int ready_fd) {
   cfg.choose = SYMMPIN_CHOOSE_STATIC;
   cfg.timeout_ms = 60000; /* a wait the exit must not sit out */
   cfg.stack_depth = 1;
-  cfg.watch_ms = 20;      /* the watch thread runs too, and must be stopped by the exit */
+  cfg.watch_ms = 20; /* the watch thread runs too, and must be stopped by the exit */
   symmpin_preload_test_init(&cfg);
 
   uint64_t r[2];
@@ -172,8 +178,10 @@ static void scenario(how h, const char *name, int want_pools_left) {
     if (w == 0) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
-      snprintf(why, sizeof why, "exit() did not end within %d ms (a lock held by the waiting "
-               "thread, or a whole agreement timeout)", EXIT_WITHIN_MS);
+      snprintf(why, sizeof why,
+               "exit() did not end within %d ms (a lock held by the waiting "
+               "thread, or a whole agreement timeout)",
+               EXIT_WITHIN_MS);
       fail = why;
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       snprintf(why, sizeof why, "the child ended with status %#x", status);
@@ -206,10 +214,14 @@ static void scenario(how h, const char *name, int want_pools_left) {
 int main(void) {
   printf("1..2\n");
   /* The waiting thread cannot let go of its communicator: that one is left (its pool with it). */
-  scenario(FROM_SIGNAL_IN_WAITER, "exit() from a SIGTERM handler on the thread that waits in an "
-           "agreement ends at once", 1);
+  scenario(FROM_SIGNAL_IN_WAITER,
+           "exit() from a SIGTERM handler on the thread that waits in an "
+           "agreement ends at once",
+           1);
   /* Another thread's exit: the waiter gives up within a wait slice and everything is released. */
-  scenario(FROM_OTHER_THREAD, "exit() on another thread while one waits in an agreement ends at "
-           "once and releases the communicator", 0);
+  scenario(FROM_OTHER_THREAD,
+           "exit() on another thread while one waits in an agreement ends at "
+           "once and releases the communicator",
+           0);
   return tests_failed ? 1 : 0;
 }

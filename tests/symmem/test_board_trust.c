@@ -563,8 +563,7 @@ static void make_names_as_nobody(char (*paths)[80], int n) {
   }
   int status;
   cr_assert_eq(waitpid(pid, &status, 0), pid);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "uid 65534's child: status %#x",
-            status);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "uid 65534's child: status %#x", status);
 }
 
 Test(board_trust, other_users_names_do_not_keep_dead_boards, .timeout = 60) {
