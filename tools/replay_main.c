@@ -120,11 +120,25 @@ typedef struct input {
   bool dropped; /* a copy of an earlier argument (only kept out with --allow-mixed) */
   struct stat st;
   uint64_t hash; /* of the file's bytes */
-  member *members;
+  member *members; /* in file order */
+  member *sorted;  /* the same, by key and rank (the pairwise checks are merges, not n * m) */
   size_t nmembers;
   size_t nevents, nallreduce;
   int job; /* union-find parent: files sharing a communicator are one job */
 } input;
+
+static int key_cmp(const member *x, const member *y) {
+  if (x->key_hi != y->key_hi) return x->key_hi < y->key_hi ? -1 : 1;
+  if (x->key_lo != y->key_lo) return x->key_lo < y->key_lo ? -1 : 1;
+  return 0;
+}
+
+static int member_cmp(const void *a, const void *b) {
+  const member *x = a, *y = b;
+  int k = key_cmp(x, y);
+  if (k) return k;
+  return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
 
 static bool is_comm_create(symmpin_trace_call c) {
   return c == SYMMPIN_TRACE_COMM_INIT_RANK || c == SYMMPIN_TRACE_COMM_INIT_RANK_CONFIG ||
@@ -186,6 +200,13 @@ static void input_load(input *in, const char *path) {
     if (!is_comm_create(e->call) || e->rc != 0 || (e->key_hi == 0 && e->key_lo == 0)) continue;
     in->members[in->nmembers++] = (member){e->key_hi, e->key_lo, e->rank};
   }
+  in->sorted = in->nmembers ? malloc(in->nmembers * sizeof(member)) : NULL;
+  if (in->sorted) {
+    memcpy(in->sorted, in->members, in->nmembers * sizeof(member));
+    qsort(in->sorted, in->nmembers, sizeof(member), member_cmp);
+  } else {
+    in->nmembers = 0; /* out of memory: this file shares nothing as far as the checks go */
+  }
   symmpin_trace_file_free(&f);
   in->usable = true;
 }
@@ -195,24 +216,29 @@ static int job_root(input *v, int i) {
   return i;
 }
 
-/* The first communicator key two traces share (its member in a), or NULL. */
+/* A communicator key two traces share (its first member in a, by key), or NULL. */
 static const member *shared_comm(const input *a, const input *b) {
-  for (size_t i = 0; i < a->nmembers; i++)
-    for (size_t j = 0; j < b->nmembers; j++)
-      if (a->members[i].key_hi == b->members[j].key_hi &&
-          a->members[i].key_lo == b->members[j].key_lo)
-        return &a->members[i];
+  for (size_t i = 0, j = 0; i < a->nmembers && j < b->nmembers;) {
+    int k = key_cmp(&a->sorted[i], &b->sorted[j]);
+    if (k == 0) return &a->sorted[i];
+    if (k < 0)
+      i++;
+    else
+      j++;
+  }
   return NULL;
 }
 
 /* The same rank of one communicator in both traces, or NULL. */
 static const member *shared_rank(const input *a, const input *b) {
-  for (size_t i = 0; i < a->nmembers; i++)
-    for (size_t j = 0; j < b->nmembers; j++)
-      if (a->members[i].key_hi == b->members[j].key_hi &&
-          a->members[i].key_lo == b->members[j].key_lo && a->members[i].rank >= 0 &&
-          a->members[i].rank == b->members[j].rank)
-        return &a->members[i];
+  for (size_t i = 0, j = 0; i < a->nmembers && j < b->nmembers;) {
+    int k = member_cmp(&a->sorted[i], &b->sorted[j]);
+    if (k == 0 && a->sorted[i].rank >= 0) return &a->sorted[i];
+    if (k <= 0)
+      i++;
+    else
+      j++;
+  }
   return NULL;
 }
 
@@ -329,6 +355,7 @@ static int check_inputs(char **paths, int n, bool allow, const char **kept, int 
   for (int i = 0; i < n; i++) {
     if (!v[i].dropped) kept[(*nkept)++] = paths[i];
     free(v[i].members);
+    free(v[i].sorted);
   }
   free(v);
   return errors;
