@@ -34,13 +34,15 @@ typedef struct hello_blob {
 } hello_blob;
 
 /* The record round's blob: this head, the encoded record (record_bytes), then ntimes
- * symmpin_choice_entry (this rank's measurements, choice.h). */
+ * symmpin_choice_entry and ngroups symmpin_choice_group_entry (this rank's measurements,
+ * choice.h). */
 typedef struct record_head {
   uint64_t call_index;      /* the call that closed the record */
   int32_t capturing;        /* that call was being captured: nothing may allocate now */
   uint32_t ntimes;          /* measured shapes after the record */
   uint32_t measuring;       /* this rank measures (ops.shape_times set): probes need every rank */
-  uint32_t pad;
+  uint32_t ngroups;         /* measured groups after the shapes */
+  uint64_t group_max_bytes; /* this rank's SYMMPIN_GROUP_MAX_BYTES (0 = none) */
   symmpin_pool_facts facts; /* this rank's GPU, for the P2P check (every epoch: blobs of old
                                rounds are overwritten, so nothing is read from the hello) */
   uint64_t record_bytes;
@@ -83,6 +85,9 @@ struct symmpin_agree {
   /* Scratch for the measurements posted and read with the records (choice.h). */
   symmpin_choice_entry times_out[SYMMPIN_CHOICE_SHAPES];
   symmpin_choice_entry times_in[SYMMPIN_KERNEL_MAX_RANKS][SYMMPIN_CHOICE_SHAPES];
+  symmpin_choice_group_entry groups_out[SYMMPIN_CHOICE_GROUPS];
+  symmpin_choice_group_entry groups_in[SYMMPIN_KERNEL_MAX_RANKS][SYMMPIN_CHOICE_GROUPS];
+  symmpin_plan_shape slower_grouped[SYMMPIN_CHOICE_GROUPS * SYMMPIN_CHOICE_GROUP_CALLS];
   bool cand_measuring;      /* ... as of the candidate */
   bool alarm_reported;      /* the alarm's WARN was printed */
   bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
@@ -94,7 +99,8 @@ struct symmpin_agree {
  * differ unseen); and the fixed parts of this rank's posts fit in one board blob. */
 _Static_assert(SYMMPIN_BOARD_ROUTE_RANKS >= SYMMPIN_KERNEL_MAX_RANKS,
                "the board keeps route logs for fewer ranks than the kernels take");
-_Static_assert(sizeof(record_head) + SYMMPIN_CHOICE_SHAPES * sizeof(symmpin_choice_entry) <=
+_Static_assert(sizeof(record_head) + SYMMPIN_CHOICE_SHAPES * sizeof(symmpin_choice_entry) +
+                       SYMMPIN_CHOICE_GROUPS * sizeof(symmpin_choice_group_entry) <=
                    SYMMPIN_BOARD_BLOB_MAX,
                "a record post's head and measurements do not fit in a board blob");
 _Static_assert(sizeof(plan_blob) <= SYMMPIN_BOARD_BLOB_MAX, "a plan post does not fit in a blob");
@@ -308,8 +314,12 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   size_t ntimes = a->p.ops.shape_times
                       ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;
   if (ntimes > SYMMPIN_CHOICE_SHAPES) ntimes = SYMMPIN_CHOICE_SHAPES; /* a callback's slip */
+  symmpin_choice_group_entry *groups = a->groups_out;
+  size_t ngroups = a->p.ops.shape_times && a->p.ops.group_times
+                       ? a->p.ops.group_times(a->p.ops.ctx, groups, SYMMPIN_CHOICE_GROUPS) : 0;
+  if (ngroups > SYMMPIN_CHOICE_GROUPS) ngroups = SYMMPIN_CHOICE_GROUPS;
   size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls) +
-                ntimes * sizeof times[0];
+                ntimes * sizeof times[0] + ngroups * sizeof groups[0];
   if (need > a->blob_cap) {
     void *nb = realloc(a->blob, need);
     if (!nb) {
@@ -320,7 +330,8 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
     a->blob_cap = need;
   }
   record_head head = {.call_index = n, .capturing = capturing, .ntimes = (uint32_t)ntimes,
-                      .measuring = a->p.ops.shape_times != NULL};
+                      .measuring = a->p.ops.shape_times != NULL, .ngroups = (uint32_t)ngroups,
+                      .group_max_bytes = a->p.group_max_bytes};
   if (a->p.ops.gpu_facts(a->p.ops.ctx, &head.facts) != SYMMPIN_OK)
     return stop(a, SYMMPIN_AGREE_ERROR, "cannot read this GPU's identity");
   size_t len = 0;
@@ -329,9 +340,13 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   head.record_bytes = len;
   memcpy(a->blob, &head, sizeof head);
   memcpy((char *)a->blob + sizeof head + len, times, ntimes * sizeof times[0]);
+  memcpy((char *)a->blob + sizeof head + len + ntimes * sizeof times[0], groups,
+         ngroups * sizeof groups[0]);
   if (st == SYMMPIN_OK)
     st = symmpin_board_post(a->board, ROUND_RECORD(a->epoch), a->blob,
-                            sizeof head + len + ntimes * sizeof times[0], thread_id());
+                            sizeof head + len + ntimes * sizeof times[0] +
+                                ngroups * sizeof groups[0],
+                            thread_id());
   symmpin_record_restart(&a->record, n);
   if (st != SYMMPIN_OK) return stop(a, SYMMPIN_AGREE_ERROR, "cannot post the call record");
   a->phase = PHASE_RECORD_POSTED;
@@ -367,6 +382,10 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   symmpin_choice_entry (*times)[SYMMPIN_CHOICE_SHAPES] = a->times_in;
   const symmpin_choice_entry *tp[SYMMPIN_KERNEL_MAX_RANKS];
   size_t ntimes[SYMMPIN_KERNEL_MAX_RANKS];
+  symmpin_choice_group_entry (*groups)[SYMMPIN_CHOICE_GROUPS] = a->groups_in;
+  const symmpin_choice_group_entry *gp[SYMMPIN_KERNEL_MAX_RANKS];
+  size_t ngroups[SYMMPIN_KERNEL_MAX_RANKS];
+  uint64_t group_max = UINT64_MAX; /* the smallest limit any rank posts; UINT64_MAX: none */
   int decoded = 0;
   bool any_capturing = capturing, all_measuring = true;
   for (int r = 0; r < nranks; r++) {
@@ -376,16 +395,26 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     if (!blob || bytes < sizeof head) break;
     memcpy(&head, blob, sizeof head);
     /* A board is another process's word: sizes are checked before anything is read by them. */
-    if (head.ntimes > SYMMPIN_CHOICE_SHAPES || head.record_bytes > bytes - sizeof head ||
-        (bytes - sizeof head - head.record_bytes) / sizeof(symmpin_choice_entry) < head.ntimes)
+    if (head.ntimes > SYMMPIN_CHOICE_SHAPES || head.ngroups > SYMMPIN_CHOICE_GROUPS ||
+        head.record_bytes > bytes - sizeof head ||
+        bytes - sizeof head - head.record_bytes <
+            head.ntimes * sizeof(symmpin_choice_entry) +
+                head.ngroups * sizeof(symmpin_choice_group_entry))
       break;
     closes[r] = head.call_index;
     any_capturing |= head.capturing != 0;
     facts[r] = head.facts;
     ntimes[r] = head.ntimes;
+    ngroups[r] = head.ngroups;
     all_measuring &= head.measuring != 0;
-    memcpy(times[r], blob + sizeof head + head.record_bytes, head.ntimes * sizeof times[r][0]);
+    if (head.group_max_bytes && head.group_max_bytes < group_max) group_max = head.group_max_bytes;
+    const char *after = blob + sizeof head + head.record_bytes;
+    memcpy(times[r], after, head.ntimes * sizeof times[r][0]);
     tp[r] = times[r];
+    /* Unit entries' call counts are checked where they are read (symmpin_choice_group_verdict). */
+    memcpy(groups[r], after + head.ntimes * sizeof times[r][0],
+           head.ngroups * sizeof groups[r][0]);
+    gp[r] = groups[r];
     if (symmpin_record_decode(blob + sizeof head, head.record_bytes, &records[r]) != SYMMPIN_OK)
       break;
     rp[r] = &records[r];
@@ -402,16 +431,27 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   a->cand_measuring = all_measuring;
   if (aligned && !any_capturing) {
     symmpin_plan_policy pol = plan_policy(a);
-    /* The shapes every rank's measurements send back to NCCL: the same posts, the same list. */
+    pol.group_max_bytes = group_max == UINT64_MAX ? 0 : group_max;
+    /* The shapes every rank's measurements send back to NCCL, eager calls and grouped calls
+     * apart: the same posts, the same lists. Only where every rank measures (the posts of a
+     * rank that does not are empty). */
     symmpin_plan_shape slower[SYMMPIN_CHOICE_SHAPES];
+    symmpin_plan_shape *slower_grouped = a->slower_grouped;
     pol.n_nccl_faster = symmpin_choice_verdict(tp, ntimes, nranks, slower, SYMMPIN_CHOICE_SHAPES);
     pol.nccl_faster = slower;
-    for (size_t i = 0; i < pol.n_nccl_faster; i++)
-      if (!symmpin_plan_shape_nccl_faster(a->plan, slower[i].count, slower[i].dtype, slower[i].op))
-        SYMMPIN_INFO("comm %d rank %d: all-reduces of %llu x %s (%s) ran faster on NCCL on the "
+    pol.n_group_nccl_faster =
+        symmpin_choice_group_verdict(gp, ngroups, nranks, slower_grouped,
+                                     sizeof a->slower_grouped / sizeof a->slower_grouped[0]);
+    pol.group_nccl_faster = slower_grouped;
+    for (size_t i = 0; i < pol.n_nccl_faster + pol.n_group_nccl_faster; i++) {
+      bool grouped = i >= pol.n_nccl_faster;
+      const symmpin_plan_shape *x = grouped ? &slower_grouped[i - pol.n_nccl_faster] : &slower[i];
+      if (!symmpin_plan_kind_nccl_faster(a->plan, x->count, x->dtype, x->op, grouped))
+        SYMMPIN_INFO("comm %d rank %d: %sall-reduces of %llu x %s (%s) ran faster on NCCL on the "
                      "slowest rank: NCCL takes them from the next plan on", a->p.comm, a->p.rank,
-                     (unsigned long long)slower[i].count, symmpin_dtype_name(slower[i].dtype),
-                     symmpin_op_name(slower[i].op));
+                     grouped ? "grouped " : "", (unsigned long long)x->count,
+                     symmpin_dtype_name(x->dtype), symmpin_op_name(x->op));
+    }
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
         a->p.ops.reserve(a->p.ops.ctx, a->candidate->pool_bytes, pb.export_rec) == SYMMPIN_OK) {
       pb.digest = a->candidate->digest;
@@ -544,6 +584,9 @@ symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_ag
      * the caller orders it after the slot's latest kernel on any stream. */
     r = SYMMPIN_PLAN_PINNED;
   }
+  if (r == SYMMPIN_PLAN_PINNED)
+    r = symmpin_plan_route_kind(a->plan, call->count, call->dtype, call->op,
+                                call->group_token != 0);
   if (r == SYMMPIN_PLAN_PINNED) *slot = s;
   return r;
 }

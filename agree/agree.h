@@ -63,6 +63,10 @@ typedef struct symmpin_agree_ops {
    * most cap; posted with the record, so that every rank sends the same shapes back to NCCL
    * (symmpin_choice_verdict) in the plan of that epoch. */
   size_t (*shape_times)(void *ctx, symmpin_choice_entry *out, size_t cap);
+  /* May be NULL: the same for groups (choice.h, symmpin_choice_group_export), at most cap;
+   * posted with the record, so that every rank sends the same shapes' grouped calls back to
+   * NCCL (symmpin_choice_group_verdict). */
+  size_t (*group_times)(void *ctx, symmpin_choice_group_entry *out, size_t cap);
   /* Test hook, may be NULL: called when a wait for `round` gave up, before this rank proposes
    * FAIL (the CPU tests let a peer post and decide at exactly that moment). */
   void (*gave_up)(void *ctx, uint32_t round);
@@ -79,6 +83,9 @@ typedef struct symmpin_agree_params {
   symmpin_plan_mode mode;
   uint64_t max_bytes;   /* SYMMPIN_MAX_BYTES */
   uint64_t capture_bytes; /* SYMMPIN_CAPTURE_BYTES: the plans' capture arena */
+  /* SYMMPIN_GROUP_MAX_BYTES (0 = none): posted with the record; the plan takes the smallest any
+   * rank posts (planner/plan.h group_max_bytes), so every rank applies the same one. */
+  uint64_t group_max_bytes;
   uint64_t timeout_ms;  /* longest wait for a peer's post */
   const _Atomic int *aborting; /* may be NULL; nonzero: every wait gives up at once (abort) */
   symmpin_agree_ops ops;
@@ -100,7 +107,8 @@ typedef struct symmpin_agree_call {
   int dtype, op;
   bool in_place;
   bool capturing;      /* its stream is capturing a CUDA graph (then nothing may block or allocate) */
-  uint64_t group_token; /* planner/record.h; 0 outside groups */
+  uint64_t group_token; /* planner/record.h; 0 outside groups (a call's kind: plan.h
+                         * symmpin_plan_route_kind) */
   uint64_t send_alloc, recv_alloc;
 } symmpin_agree_call;
 
@@ -124,7 +132,9 @@ typedef enum symmpin_agree_stop {
 } symmpin_agree_stop;
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a);
 
-/* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not. The
+/* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not: its
+ * shape's route, then its kind's rules (planner/plan.h symmpin_plan_route_kind: a grouped call
+ * above the plan's group_max_bytes, a kind measured faster on NCCL). The
  * key and sharing class are the ones the record used (planner/record.h, kernels' slot classes).
  * The stream a call is made on never changes the decision (docs/design.md "Routing"): a pinned
  * site called on a stream other than its home is still PINNED, and the caller orders kernels on

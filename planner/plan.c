@@ -24,6 +24,8 @@ static const char *const reason_names[SYMMPIN_PLAN_REASON_COUNT] = {
     [SYMMPIN_PLAN_STREAM_OFF_PLAN] = "stream off-plan",
     [SYMMPIN_PLAN_UNPLANNED] = "not planned yet",
     [SYMMPIN_PLAN_NCCL_FASTER] = "NCCL measured faster",
+    [SYMMPIN_PLAN_GROUP_TOO_LARGE] = "too large in a group",
+    [SYMMPIN_PLAN_GROUP_NCCL_FASTER] = "NCCL measured faster in groups",
 };
 
 const char *symmpin_plan_reason_name(symmpin_plan_reason r) {
@@ -71,6 +73,8 @@ typedef struct plan_impl {
   shape_index *shape_head;     /* uthash head */
   shape_index *slow;           /* storage: shapes measured faster on NCCL, one per site at most */
   shape_index *slow_head;      /* uthash head */
+  shape_index *kind_slow;      /* storage: the shapes of eager_slow, then of group_slow */
+  shape_index *eager_slow_head, *group_slow_head; /* uthash heads */
 } plan_impl;
 
 void symmpin_plan_free(symmpin_plan *p) {
@@ -82,6 +86,11 @@ void symmpin_plan_free(symmpin_plan *p) {
   free(pi->shapes);
   HASH_CLEAR(hh, pi->slow_head);
   free(pi->slow);
+  HASH_CLEAR(hh, pi->eager_slow_head);
+  HASH_CLEAR(hh, pi->group_slow_head);
+  free(pi->kind_slow);
+  free(p->eager_slow);
+  free(p->group_slow);
   free(p->sites);
   free(pi);
 }
@@ -111,6 +120,36 @@ bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, uint64_t count, int d
   shape_index *e;
   HASH_FIND(hh, pi->slow_head, &k, sizeof k, e);
   return e != NULL;
+}
+
+static bool in_index(shape_index *head, uint64_t count, int dtype, int op) {
+  shape_key k = {.count = count, .dtype = dtype, .op = op};
+  shape_index *e;
+  HASH_FIND(hh, head, &k, sizeof k, e);
+  return e != NULL;
+}
+
+bool symmpin_plan_kind_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op,
+                                   bool grouped) {
+  if (!p) return false;
+  const plan_impl *pi = (const plan_impl *)p;
+  return symmpin_plan_shape_nccl_faster(p, count, dtype, op) ||
+         in_index(grouped ? pi->group_slow_head : pi->eager_slow_head, count, dtype, op);
+}
+
+symmpin_plan_reason symmpin_plan_route_kind(const symmpin_plan *p, uint64_t count, int dtype,
+                                            int op, bool grouped) {
+  const plan_impl *pi = (const plan_impl *)p;
+  if (!grouped || !p->groups_alike)
+    return p->n_eager_slow && in_index(pi->eager_slow_head, count, dtype, op)
+               ? SYMMPIN_PLAN_NCCL_FASTER
+               : SYMMPIN_PLAN_PINNED;
+  uint64_t esize = symmpin_dtype_size(dtype);
+  if (p->group_max_bytes && (!esize || count > p->group_max_bytes / esize))
+    return SYMMPIN_PLAN_GROUP_TOO_LARGE;
+  if (p->n_group_slow && in_index(pi->group_slow_head, count, dtype, op))
+    return SYMMPIN_PLAN_GROUP_NCCL_FASTER;
+  return SYMMPIN_PLAN_PINNED;
 }
 
 symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
@@ -175,21 +214,108 @@ static bool index_shapes(plan_impl *pi) {
     e->i = i;
     HASH_ADD(hh, pi->slow_head, key, sizeof(e->key), e);
   }
+  /* The shapes whose calls of one kind go to NCCL (distinct in each list: apply_measured). */
+  pi->kind_slow = calloc(p->n_eager_slow + p->n_group_slow + 1, sizeof(*pi->kind_slow));
+  if (!pi->kind_slow) return false;
+  n = 0;
+  for (size_t i = 0; i < p->n_eager_slow + p->n_group_slow; i++) {
+    bool g = i >= p->n_eager_slow;
+    const symmpin_plan_shape *x = g ? &p->group_slow[i - p->n_eager_slow] : &p->eager_slow[i];
+    shape_index *e = &pi->kind_slow[n++];
+    e->key = (shape_key){.count = x->count, .dtype = x->dtype, .op = x->op};
+    e->i = i;
+    if (g)
+      HASH_ADD(hh, pi->group_slow_head, key, sizeof(e->key), e);
+    else
+      HASH_ADD(hh, pi->eager_slow_head, key, sizeof(e->key), e);
+  }
   return true;
 }
 
-/* Whether the policy or an earlier plan names this shape as faster on NCCL. */
-static bool nccl_faster(const symmpin_plan_policy *pol, const symmpin_plan *prev, uint64_t count,
-                        int dtype, int op) {
-  if (symmpin_plan_shape_nccl_faster(prev, count, dtype, op)) return true;
-  for (size_t i = 0; i < pol->n_nccl_faster && pol->nccl_faster; i++) {
-    const symmpin_plan_shape *x = &pol->nccl_faster[i];
-    if (x->count == count && x->dtype == dtype && x->op == op) return true;
-  }
+static bool same_shape(const symmpin_plan_shape *a, uint64_t count, int dtype, int op) {
+  return a->count == count && a->dtype == dtype && a->op == op;
+}
+
+static bool shape_listed(const symmpin_plan_shape *v, size_t n, uint64_t count, int dtype, int op) {
+  for (size_t i = 0; i < n; i++)
+    if (same_shape(&v[i], count, dtype, op)) return true;
   return false;
 }
 
 /* ---- building ---- */
+
+/* Whether a site of this shape was seen in a group. */
+static bool shape_in_groups(const symmpin_plan *p, const symmpin_plan_shape *x) {
+  for (size_t i = 0; i < p->nsites; i++)
+    if (p->sites[i].grouped && same_shape(x, p->sites[i].count, p->sites[i].dtype, p->sites[i].op))
+      return true;
+  return false;
+}
+
+/* Whether a measurement sends all of this shape's calls to NCCL (its sites demoted): an earlier
+ * plan demoted it; or both kinds lost; or its eager calls lost and no rank calls it in a group;
+ * or a kind lost and the ranks group differently (then a call's kind is no shared fact). */
+static bool demoted_whole(const symmpin_plan *prev, const symmpin_plan *p,
+                          const symmpin_plan_shape *x) {
+  if (symmpin_plan_shape_nccl_faster(prev, x->count, x->dtype, x->op)) return true;
+  bool e = shape_listed(p->eager_slow, p->n_eager_slow, x->count, x->dtype, x->op);
+  bool g = shape_listed(p->group_slow, p->n_group_slow, x->count, x->dtype, x->op);
+  return (e || g) && (!p->groups_alike || (e && g) || (e && !shape_in_groups(p, x)));
+}
+
+/* Append the shapes of v not yet in out (out has room for all of them). */
+static void add_shapes(symmpin_plan_shape *out, size_t *n, const symmpin_plan_shape *v, size_t nv) {
+  for (size_t i = 0; v && i < nv; i++)
+    if (!shape_listed(out, *n, v[i].count, v[i].dtype, v[i].op)) out[(*n)++] = v[i];
+}
+
+/* Drop from a list the shapes a demoted site now carries (symmpin_plan_shape_nccl_faster). */
+static void drop_carried(symmpin_plan_shape *v, size_t *n, const symmpin_plan *prev,
+                         const symmpin_plan *p) {
+  size_t k = 0;
+  for (size_t i = 0; i < *n; i++) {
+    bool carried = false;
+    for (size_t j = 0; j < p->nsites && !carried; j++)
+      carried = p->sites[j].reason == SYMMPIN_PLAN_NCCL_FASTER &&
+                same_shape(&v[i], p->sites[j].count, p->sites[j].dtype, p->sites[j].op);
+    if (!carried && !symmpin_plan_shape_nccl_faster(prev, v[i].count, v[i].dtype, v[i].op))
+      v[k++] = v[i];
+  }
+  *n = k;
+}
+
+/* Demotions by measurement (plan.h, the policy's lists and the earlier plan's), final: the
+ * shapes whose calls of one kind go to NCCL (eager_slow, group_slow: earlier ones, then the
+ * policy's), and the sites of shapes demoted whole (demoted_whole): a new one is not pinned, an
+ * earlier one is no longer (its bytes stay reserved: calls issued before may still run). */
+static symmpin_status apply_measured(const symmpin_plan_policy *pol, const symmpin_plan *prev,
+                                     symmpin_plan *p, size_t nold) {
+  size_t ne = (prev ? prev->n_eager_slow : 0) + (pol->nccl_faster ? pol->n_nccl_faster : 0);
+  size_t ng = (prev ? prev->n_group_slow : 0) +
+              (pol->group_nccl_faster ? pol->n_group_nccl_faster : 0);
+  p->eager_slow = malloc((ne ? ne : 1) * sizeof(*p->eager_slow));
+  p->group_slow = malloc((ng ? ng : 1) * sizeof(*p->group_slow));
+  if (!p->eager_slow || !p->group_slow) return SYMMPIN_ERR_NOMEM;
+  if (prev) add_shapes(p->eager_slow, &p->n_eager_slow, prev->eager_slow, prev->n_eager_slow);
+  add_shapes(p->eager_slow, &p->n_eager_slow, pol->nccl_faster, pol->n_nccl_faster);
+  if (prev) add_shapes(p->group_slow, &p->n_group_slow, prev->group_slow, prev->n_group_slow);
+  add_shapes(p->group_slow, &p->n_group_slow, pol->group_nccl_faster, pol->n_group_nccl_faster);
+  for (size_t i = 0; i < p->nsites; i++) {
+    symmpin_plan_site *ps = &p->sites[i];
+    symmpin_plan_shape x = {.count = ps->count, .dtype = ps->dtype, .op = ps->op};
+    if (!demoted_whole(prev, p, &x)) continue;
+    if (i >= nold && ps->reason == SYMMPIN_PLAN_PINNED) {
+      ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
+      ps->slot_bytes = 0;
+    } else if (i < nold && ps->pinned) {
+      ps->pinned = false;
+      ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
+    }
+  }
+  drop_carried(p->eager_slow, &p->n_eager_slow, prev, p);
+  drop_carried(p->group_slow, &p->n_group_slow, prev, p);
+  return SYMMPIN_OK;
+}
 
 /* What this epoch's records say about one site. */
 typedef struct seen {
@@ -198,6 +324,7 @@ typedef struct seen {
   int ranks_with;     /* ranks whose record has it */
   int last_rank;
   bool bad;           /* some position holding it differs between ranks */
+  bool grouped;       /* some rank's record has a call of it inside a group */
   long pos0;          /* first position in rank 0's record, -1 if none */
   uint64_t calls0;    /* calls in rank 0's record */
   long plan_i;        /* index in the new plan's sites[], -1 until known */
@@ -249,6 +376,7 @@ typedef struct builder {
    * their planned stream: members[run_start[k] .. run_start[k+1]). */
   u64vec members, run_start;
   u64vec grouped;
+  bool groups_alike;   /* this epoch's records have the same calls in the same groups */
 } builder;
 
 static void builder_free(builder *b) {
@@ -308,7 +436,17 @@ static symmpin_status scan_records(builder *b, bool *same_sequence) {
         if (s->pos0 < 0) s->pos0 = (long)i;
         s->calls0++;
       }
+      if (rec->calls[i].group) s->grouped = true;
     }
+  }
+  /* Groups alike: the same group index at every position of records of one length (indices
+   * count a record's groups from its start, so equal indices are equal groups). */
+  b->groups_alike = same_start;
+  for (int r = 1; r < b->nranks && b->groups_alike; r++) {
+    const symmpin_record *rec = b->rec[r];
+    b->groups_alike = rec->ncalls == b->rec[0]->ncalls;
+    for (size_t i = 0; i < rec->ncalls && b->groups_alike; i++)
+      b->groups_alike = rec->calls[i].group == b->rec[0]->calls[i].group;
   }
   /* Position by position: a call that is not the same on every rank taints every site found at
    * that position (records of different start or length count as differing there too). */
@@ -463,6 +601,18 @@ static uint64_t plan_digest(const symmpin_plan *p) {
   }
   h = symmpin_hash_combine(h, p->capture_offset);
   h = symmpin_hash_combine(h, p->capture_bytes);
+  /* The group rules: what a call's kind changes. */
+  h = symmpin_hash_combine(h, p->groups_alike);
+  h = symmpin_hash_combine(h, p->n_eager_slow);
+  h = symmpin_hash_combine(h, p->n_group_slow);
+  h = symmpin_hash_combine(h, p->group_max_bytes);
+  for (size_t i = 0; i < p->n_eager_slow + p->n_group_slow; i++) {
+    const symmpin_plan_shape *x =
+        i < p->n_eager_slow ? &p->eager_slow[i] : &p->group_slow[i - p->n_eager_slow];
+    h = symmpin_hash_combine(h, x->count);
+    h = symmpin_hash_combine(h, (uint64_t)(uint32_t)x->dtype << 32 | (uint32_t)x->op);
+  }
+  for (size_t i = 0; i < p->nsites; i++) h = symmpin_hash_combine(h, p->sites[i].grouped);
   return symmpin_hash_combine(h, p->pool_bytes);
 }
 
@@ -520,6 +670,7 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
     seen *s;
     HASH_FIND(hh, b.table, &p->sites[i].site, sizeof(uint64_t), s);
     if (s) s->plan_i = (long)i;
+    if (s && s->grouped) p->sites[i].grouped = true;
   }
   size_t k = nold;
   for (size_t i = 0; i < b.nseen; i++) {
@@ -537,22 +688,17 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
           if (records[r]->calls[j].site == s->site) c = &records[r]->calls[j];
     }
     *ps = (symmpin_plan_site){.site = s->site, .count = c->count, .dtype = c->dtype, .op = c->op,
-                              .stream_ord = c->stream_ord, .epoch = p->epoch, .calls = s->calls0};
+                              .grouped = s->grouped, .stream_ord = c->stream_ord,
+                              .epoch = p->epoch, .calls = s->calls0};
     ps->reason = decide(&b, s, ps);
-    if (ps->reason == SYMMPIN_PLAN_PINNED && nccl_faster(pol, prev, ps->count, ps->dtype, ps->op))
-      ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
     if (ps->reason != SYMMPIN_PLAN_PINNED) ps->slot_bytes = 0;
     ps->slot_bytes = align_up(ps->slot_bytes, p->alignment);
   }
 
-  /* Earlier pinned sites of shapes now measured faster on NCCL: demoted, bytes kept. */
-  for (size_t i = 0; i < nold && pol->n_nccl_faster; i++) {
-    symmpin_plan_site *ps = &p->sites[i];
-    if (ps->pinned && nccl_faster(pol, NULL, ps->count, ps->dtype, ps->op)) {
-      ps->pinned = false;
-      ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
-    }
-  }
+  p->groups_alike = (prev ? prev->groups_alike : true) && b.groups_alike;
+  p->group_max_bytes = pol->group_max_bytes;
+  st = apply_measured(pol, prev, p, nold);
+  if (st != SYMMPIN_OK) goto nomem;
 
   /* Slot items: every site holding bytes from earlier plans (pinned or demoted: their bytes stay
    * reserved, calls issued before a demotion may still be in flight), then the new candidates. */

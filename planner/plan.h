@@ -39,7 +39,11 @@ typedef enum symmpin_plan_reason {
   SYMMPIN_PLAN_STREAM_OFF_PLAN,  /* lookup: this call's stream is not the one planned */
   SYMMPIN_PLAN_UNPLANNED,        /* lookup: site first seen after the plan */
   SYMMPIN_PLAN_NCCL_FASTER,      /* its shape ran faster on NCCL than on symmpin's kernel, as
-                                  * measured on every rank (policy.nccl_faster) */
+                                  * measured on every rank (policy.nccl_faster); lookup: this
+                                  * eager call's shape (symmpin_plan_route_kind) */
+  SYMMPIN_PLAN_GROUP_TOO_LARGE,  /* lookup: a grouped call above group_max_bytes */
+  SYMMPIN_PLAN_GROUP_NCCL_FASTER, /* lookup: a grouped call whose shape's groups ran faster on
+                                   * NCCL, as measured on every rank (policy.group_nccl_faster) */
   SYMMPIN_PLAN_REASON_COUNT,
 } symmpin_plan_reason;
 
@@ -64,6 +68,14 @@ typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
  * replay's). */
 #define SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB 64
 #define SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT ((uint64_t)SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB << 20)
+/* SYMMPIN_GROUP_MAX_BYTES when unset, in KiB: the largest all-reduce symmpin takes inside
+ * ncclGroupStart/End. On 2 x H200 the one-shot kernels win clearly up to 256 KiB (0.62-0.68 x
+ * NCCL) and only tie from 1 MiB (0.86-0.99 x), and a group's large calls run one after another
+ * in symmpin's group launch where NCCL spreads them over its channels (docs/perf-notes.md):
+ * above this, grouped calls stay on NCCL until a two-GPU run shows otherwise. */
+#define SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT_KIB 512
+#define SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT \
+  ((uint64_t)SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT_KIB << 10)
 /* Slot offsets and sizes in the library's plans (the kernels' slots are multiples of it). */
 #define SYMMPIN_PLAN_ALIGNMENT 256
 
@@ -105,6 +117,16 @@ typedef struct symmpin_plan_policy {
    * one (a demotion is final). May be NULL; the same on every rank. */
   const symmpin_plan_shape *nccl_faster;
   size_t n_nccl_faster;
+  /* Groups (docs/design.md "Groups"), where every rank groups its calls alike (groups_alike):
+   * calls made inside ncclGroupStart/End above group_max_bytes (0 = no such limit) go to NCCL;
+   * shapes whose groups were measured faster on NCCL send their grouped calls to NCCL, in this
+   * plan and every later one, and keep their eager calls where they were. A shape measured
+   * faster on NCCL in eager calls (nccl_faster) that the records show in groups keeps its sites
+   * for its grouped calls; only where both uses lost, or the ranks group differently, are its
+   * sites demoted. Both lists may be NULL; all of it the same on every rank. */
+  uint64_t group_max_bytes;
+  const symmpin_plan_shape *group_nccl_faster;
+  size_t n_group_nccl_faster;
 } symmpin_plan_policy;
 
 typedef struct symmpin_plan_site {
@@ -112,6 +134,8 @@ typedef struct symmpin_plan_site {
   uint64_t count;
   int dtype, op;
   bool pinned;
+  bool grouped;                /* a call of it was made inside a group (some rank's record, some
+                                * epoch so far) */
   symmpin_plan_reason reason;  /* SYMMPIN_PLAN_PINNED when pinned */
   uint64_t offset;             /* the slot [offset, offset + slot_bytes) in every rank's pool;
                                 * sites sharing bytes share this offset (a slot of their max size) */
@@ -134,9 +158,18 @@ typedef struct symmpin_plan {
   uint64_t lower_bound_bytes;   /* most slot bytes that can be in flight at once (docs/planner.md) */
   uint64_t capture_offset;      /* the capture arena [capture_offset, + capture_bytes) of every */
   uint64_t capture_bytes;       /* rank's pool (inside pool_bytes); 0 bytes = no arena */
-  uint64_t digest;              /* of every site's decision, offset, size and stream, the arena
-                                 * and the pool */
+  uint64_t digest;              /* of every site's decision, offset, size and stream, the arena,
+                                 * the pool and the group rules */
   bool same_sequence;           /* this epoch's records were identical on every rank */
+  /* Every rank grouped its calls alike in every epoch's records so far (the same calls inside
+   * ncclGroupStart/End, in the same groups): only then does a call's being in a group, a
+   * rank-local fact, change its route (symmpin_plan_route_kind). */
+  bool groups_alike;
+  uint64_t group_max_bytes;     /* policy.group_max_bytes (0 = none) */
+  /* Shapes whose calls of one kind go to NCCL while their sites stay pinned for the other kind
+   * (measured, final): eager calls (eager_slow), calls in groups (group_slow). */
+  symmpin_plan_shape *eager_slow, *group_slow;
+  size_t n_eager_slow, n_group_slow;
   size_t nsites, npinned;
   size_t nnew;                  /* sites first decided by this epoch (the last nnew of sites[]) */
   symmpin_plan_site *sites;     /* earlier epochs' sites first, then new ones in order of first
@@ -167,6 +200,10 @@ const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t 
 
 /* Whether this shape was measured faster on NCCL (a site of it has SYMMPIN_PLAN_NCCL_FASTER). O(1). */
 bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op);
+/* Whether the calls of this shape of one kind (grouped: made inside ncclGroupStart/End) go to
+ * NCCL for a measurement: its sites demoted, or the kind's list (eager_slow, group_slow). O(1). */
+bool symmpin_plan_kind_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op,
+                                   bool grouped);
 
 /* Whether a call of this shape could be pinned (a datatype and op the kernels take, at most
  * max_bytes, a nonzero slot size, not measured faster on NCCL) but no pinned site of p has it: a
@@ -184,5 +221,15 @@ bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy
 symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
                                        int dtype, int op, int stream_ord,
                                        const symmpin_plan_site **entry);
+
+/* The rules of a call's kind, for a call whose shape is pinned: SYMMPIN_PLAN_PINNED (it may take
+ * its shape's slot) or why not. An eager call: SYMMPIN_PLAN_NCCL_FASTER where its shape's eager
+ * calls were measured faster on NCCL (eager_slow). A call made inside ncclGroupStart/End
+ * (grouped), where the ranks group alike: SYMMPIN_PLAN_GROUP_TOO_LARGE above group_max_bytes,
+ * SYMMPIN_PLAN_GROUP_NCCL_FASTER where its shape's groups were measured faster on NCCL
+ * (group_slow); where they do not, a grouped call is an eager one (its being in a group is the
+ * rank's own fact). O(1). */
+symmpin_plan_reason symmpin_plan_route_kind(const symmpin_plan *p, uint64_t count, int dtype,
+                                            int op, bool grouped);
 
 #endif

@@ -51,6 +51,10 @@ static const symmpin_config_var vars[] = {
     {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB) "M",
      "largest all-reduce (bytes) symmpin takes; larger ones go to NCCL", OFF(max_bytes), 0,
      (uint64_t)1 << 40, NULL},
+    {"SYMMPIN_GROUP_MAX_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT_KIB) "K",
+     "largest all-reduce (bytes) symmpin takes inside ncclGroupStart/End; larger grouped ones go "
+     "to NCCL (the smallest value of any rank holds for all); 0: no limit but SYMMPIN_MAX_BYTES",
+     OFF(group_max_bytes), 0, (uint64_t)1 << 40, NULL},
     {"SYMMPIN_CAPTURE_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB) "M",
      "symmetric memory per communicator for all-reduces captured into CUDA graphs (the capture "
      "arena, reserved at the first plan; a graph's calls on one stream share a slot per slot "

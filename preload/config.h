@@ -27,6 +27,7 @@ typedef struct symmpin_config {
   char stats_file[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_STATS_FILE, "" = none */
   uint64_t warmup;                           /* SYMMPIN_WARMUP: all-reduce calls per comm */
   uint64_t max_bytes;                        /* SYMMPIN_MAX_BYTES */
+  uint64_t group_max_bytes;                  /* SYMMPIN_GROUP_MAX_BYTES: 0 = none */
   uint64_t capture_bytes;                    /* SYMMPIN_CAPTURE_BYTES: the capture arena */
   symmpin_plan_mode planner;                 /* SYMMPIN_PLANNER */
   uint64_t timeout_ms;                       /* SYMMPIN_TIMEOUT_MS: the agreement's waits */

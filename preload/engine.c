@@ -104,6 +104,19 @@ typedef struct group_batch {
   uint64_t offsets[SYMMPIN_KERNEL_GROUP_MAX];
 } group_batch;
 
+/* The group in progress on the communicator, for the choice by measurement (choice.h: a group is
+ * probed and timed whole): whether it is a probe, decided at its first call, its unit and its
+ * timing pair, from its first call to after the real ncclGroupEnd. */
+typedef struct group_unit {
+  uint64_t token;     /* its group token (engine.h); 0 before the first group */
+  bool probe;         /* the calls symmpin would take go to NCCL */
+  bool probed, taken; /* some call went to NCCL as a probe / to symmpin's kernel */
+  bool untimed;       /* a call on another stream or captured, or a dropped group: no sample */
+  int pair;           /* its timing pair (timing.h), -1 none */
+  void *stream;       /* its first call's */
+  symmpin_choice_unit unit;
+} group_unit;
+
 struct symmpin_engine_comm {
   symmpin_agree *agree;      /* NULL when setup failed (then off_reason says why) */
   symmpin_reason off_reason;
@@ -127,6 +140,7 @@ struct symmpin_engine_comm {
   bool capturing_now;        /* the call being handled is captured (agreement callbacks ask) */
   symmpin_timing *timing;    /* the timing pairs (timing.h), NULL until a call may be sampled */
   symmpin_choice *choice;    /* this rank's samples per shape (SYMMPIN_CHOOSE=measure) */
+  group_unit grp;            /* the group in progress (choice.h) */
 };
 
 /* ---- the agreement's GPU operations (ctx is the communicator) ---- */
@@ -232,6 +246,11 @@ static size_t op_shape_times(void *ctx, symmpin_choice_entry *out, size_t cap) {
   return symmpin_choice_export(c->engine->choice, out, cap);
 }
 
+static size_t op_group_times(void *ctx, symmpin_choice_group_entry *out, size_t cap) {
+  symmpin_comm *c = ctx;
+  return symmpin_choice_group_export(c->engine->choice, out, cap);
+}
+
 static symmpin_status op_gpu_facts(void *ctx, symmpin_pool_facts *out) {
   symmpin_comm *c = ctx;
   return symmpin_pool_facts_get(c->device, out);
@@ -299,11 +318,12 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   struct symmpin_engine_comm *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   c->engine = e;
+  e->grp.pair = -1;
   const symmpin_config *cfg = symmpin_config_get();
   symmpin_agree_params p = {
       .key = c->key, .comm = c->ordinal, .rank = c->rank, .nranks = c->nranks,
       .warmup = (uint32_t)cfg->warmup, .mode = cfg->planner, .max_bytes = cfg->max_bytes,
-      .capture_bytes = cfg->capture_bytes,
+      .capture_bytes = cfg->capture_bytes, .group_max_bytes = cfg->group_max_bytes,
       .timeout_ms = cfg->timeout_ms, .aborting = &c->aborting,
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
               .reserve = op_reserve, .attach = op_attach, .settle = op_settle,
@@ -311,7 +331,10 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   };
   if (cfg->choose == SYMMPIN_CHOOSE_MEASURE) {
     e->choice = symmpin_choice_new(); /* without memory: the static choice */
-    if (e->choice) p.ops.shape_times = op_shape_times;
+    if (e->choice) {
+      p.ops.shape_times = op_shape_times;
+      p.ops.group_times = op_group_times;
+    }
   }
   char why[200];
   symmpin_status kernels_ok = SYMMPIN_ERR_CUDA;
@@ -370,6 +393,8 @@ static symmpin_reason reason_of(symmpin_plan_reason r) {
   case SYMMPIN_PLAN_NO_STREAM: return SYMMPIN_REASON_STREAM;
   case SYMMPIN_PLAN_UNPLANNED: return SYMMPIN_REASON_WARMUP;
   case SYMMPIN_PLAN_NCCL_FASTER: return SYMMPIN_REASON_MEASURED;
+  case SYMMPIN_PLAN_GROUP_TOO_LARGE: return SYMMPIN_REASON_GROUP;
+  case SYMMPIN_PLAN_GROUP_NCCL_FASTER: return SYMMPIN_REASON_GROUP_MEASURED;
   default: return SYMMPIN_REASON_DISAGREE;
   }
 }
@@ -626,7 +651,49 @@ static bool batch_add(symmpin_comm *c, struct symmpin_engine_comm *e, const symm
 
 void symmpin_engine_group_drop(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
+  if (e) e->grp.untimed = true; /* NCCL runs nothing of it: no time to take */
   if (e && e->batch.n && pthread_equal(e->batch.owner, pthread_self())) e->batch.n = 0;
+}
+
+/* ---- groups for the choice by measurement (choice.h) ---- */
+
+/* The group's end (ran: NCCL ran it): its time is a sample of its unit on the path it took, where
+ * it took one (a probe group with a call NCCL took in symmpin's place, another group with a call
+ * symmpin took) and the unit still wants it; else its pair is given up. */
+static void group_unit_close(symmpin_comm *c, struct symmpin_engine_comm *e, bool ran) {
+  group_unit *g = &e->grp;
+  if (g->pair < 0) return;
+  bool redirected = !g->probe;
+  bool sample = ran && !g->untimed && (g->probe ? g->probed : g->taken) &&
+                symmpin_choice_group_want(e->choice, &g->unit, redirected);
+  symmpin_timing_group_end(e->timing, c, g->pair, g->stream, g->unit.sig, redirected, sample);
+  g->pair = -1;
+}
+
+/* A grouped call while every rank measures and groups alike: the group's first call (a new
+ * token) decides whether the group is a probe and starts its timing (only where the caller will
+ * call symmpin_engine_group_end: may_batch); every call adds its shape to the unit. */
+static void group_unit_note(symmpin_comm *c, struct symmpin_engine_comm *e,
+                            symmpin_engine_call *ec, const symmpin_plan_shape *shape) {
+  group_unit *g = &e->grp;
+  if (g->token != ec->group_token) {
+    group_unit_close(c, e, false); /* a group whose end never came here: no sample */
+    bool timed = false;
+    g->token = ec->group_token;
+    g->probe = symmpin_choice_group_probe(e->choice, shape, &timed);
+    g->probed = g->taken = g->untimed = false;
+    g->stream = ec->call->stream;
+    symmpin_choice_unit_init(&g->unit);
+    if (timed && ec->may_batch) g->pair = symmpin_timing_group_start(&e->timing, c, g->stream);
+    ec->group_end = g->pair >= 0;
+  } else if (ec->call->stream != g->stream) {
+    g->untimed = true; /* NCCL's part on two streams: no one pair spans it */
+  }
+  symmpin_choice_unit_add(&g->unit, shape);
+}
+
+void symmpin_engine_group_end(symmpin_comm *c, int rc) {
+  if (c->engine) group_unit_close(c, c->engine, rc == 0);
 }
 
 int symmpin_engine_group_flush(symmpin_comm *c) {
@@ -660,6 +727,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   const symmpin_allreduce_call *a = ec->call;
   uint64_t n = c->allreduces;
   ec->batched = false;
+  ec->group_end = false;
   /* Calls held for a group's launch go first when a call outside that group comes (another
    * thread, or no group): kernels on a slot must run in call order. */
   if (e->batch.n && (ec->group_depth == 0 || !pthread_equal(e->batch.owner, pthread_self())) &&
@@ -707,12 +775,18 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot));
   }
   /* The choice by measurement: some of a newly pinned shape's eager calls go to NCCL to be
-   * timed there (the same calls on every rank: choice.h). */
-  if (*reason == SYMMPIN_REASON_NONE && !ec->capturing && e->choice &&
-      symmpin_agree_measuring(e->agree)) {
-    symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
-    if (symmpin_choice_probe(e->choice, &shape)) *reason = SYMMPIN_REASON_PROBE;
-  }
+   * timed there, and some groups whole (the same calls on every rank: choice.h). A call in a
+   * group is a grouped one only where the ranks group alike (planner/plan.h groups_alike). */
+  bool measuring = !ec->capturing && e->choice && symmpin_agree_measuring(e->agree);
+  bool as_group = measuring && ec->group_depth > 0 && plan->groups_alike;
+  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
+  if (as_group) group_unit_note(c, e, ec, &shape);
+  else if (ec->capturing && ec->group_depth > 0 && ec->group_token == e->grp.token)
+    e->grp.untimed = true; /* part of the group is captured: not what either path runs eagerly */
+  if (*reason == SYMMPIN_REASON_NONE && measuring &&
+      (as_group ? e->grp.probe : symmpin_choice_probe(e->choice, &shape)))
+    *reason = SYMMPIN_REASON_PROBE;
+  if (as_group && *reason == SYMMPIN_REASON_PROBE) e->grp.probed = true;
   if (*reason == SYMMPIN_REASON_NONE && fault_hits(c, FAULT_DIVERGE, n))
     *reason = SYMMPIN_REASON_DISAGREE; /* the test's divergent rank: NCCL, logged as such */
   /* Log the route before anything can wait, then compare with the peers' logs. */
@@ -745,6 +819,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     *reason = SYMMPIN_REASON_ERROR;
     return true;
   }
+  if (as_group) e->grp.taken = true;
   *rc = 0; /* ncclSuccess */
   return true;
 }

@@ -27,6 +27,8 @@ typedef struct symmpin_engine_call {
   bool may_batch;      /* in a group: the engine may hold the call for one launch at the group's
                           end (the caller then calls symmpin_engine_group_flush for it) */
   bool batched;        /* set by the engine: the call is held for that launch */
+  bool group_end;      /* set by the engine (only where may_batch): call symmpin_engine_group_end
+                          after the real outermost ncclGroupEnd, whatever path the call took */
 } symmpin_engine_call;
 
 /* Decide and, if symmpin takes it, enqueue the all-reduce. Returns true when taken (*rc = the
@@ -38,6 +40,11 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
  * per stream and datatype). 0, or the ncclResult_t to report from ncclGroupEnd (the communicator
  * is then in error: the peers run those calls). Caller holds c->lock. */
 int symmpin_engine_group_flush(symmpin_comm *c);
+
+/* After the real outermost ncclGroupEnd of a group in which the engine asked for it (ec.group_end)
+ * or held calls: the group's time, for the choice by measurement (rc: ncclGroupEnd's result; an
+ * error drops it). Caller holds c->lock. */
+void symmpin_engine_group_end(symmpin_comm *c, int rc);
 
 /* ncclGroupSimulateEnd: NCCL runs nothing of the group, so neither does symmpin: drop c's held
  * calls (calls launched before the group's end, where a group was split, have run: a known

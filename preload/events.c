@@ -38,7 +38,8 @@ static __thread int group_depth __attribute__((tls_model("initial-exec")));
  * group's calls from the next group's (planner/record.h renumbers tokens per communicator). */
 static __thread uint64_t group_seq __attribute__((tls_model("initial-exec")));
 /* Communicators whose engine holds this thread's calls for its group's launch (each with a
- * reference), launched at the outermost ncclGroupEnd. Grows as needed: launching one
+ * reference), launched at the outermost ncclGroupEnd, or wants the group's end (engine.h
+ * group_end), told after the real one. Grows as needed: launching one
  * communicator's calls early while another's wait for the group's end could order them
  * differently on two GPUs that one thread drives (a cycle NCCL alone would not have). */
 static __thread symmpin_comm **group_comms __attribute__((tls_model("initial-exec")));
@@ -523,6 +524,7 @@ static void group_note_held(symmpin_comm *cm) {
     symmpin_comm_put(ref);
 }
 
+/* The list stays until the group's end (symmpin_event_group_end), which tells each engine. */
 int symmpin_event_group_flush(void) {
   if (!symmpin_events_enabled() || group_depth != 1) return 0; /* only the outermost end */
   int rc = 0;
@@ -533,9 +535,7 @@ int symmpin_event_group_flush(void) {
     int r = atomic_load(&cm->ended) ? 0 : symmpin_engine_group_flush(cm);
     symmpin_comm_unlock(cm);
     if (r && !rc) rc = r;
-    symmpin_comm_put(cm);
   }
-  ngroup_comms = 0;
   return rc;
 }
 
@@ -546,13 +546,21 @@ void symmpin_event_group_drop(void) {
     symmpin_comm_lock(cm);
     if (!atomic_load(&cm->ended)) symmpin_engine_group_drop(cm);
     symmpin_comm_unlock(cm);
-    symmpin_comm_put(cm);
   }
-  ngroup_comms = 0;
 }
 
 void symmpin_event_group_end(int rc) {
   if (!symmpin_events_enabled()) return;
+  if (group_depth == 1) { /* the outermost end, after the real one: the list's engines and refs */
+    for (int i = 0; i < ngroup_comms; i++) {
+      symmpin_comm *cm = group_comms[i];
+      symmpin_comm_lock(cm);
+      if (!atomic_load(&cm->ended)) symmpin_engine_group_end(cm, rc);
+      symmpin_comm_unlock(cm);
+      symmpin_comm_put(cm);
+    }
+    ngroup_comms = 0;
+  }
   /* NCCL leaves the group on any result (errors included). */
   if (group_depth > 0) group_depth--;
   group_trace(SYMMPIN_TRACE_GROUP_END, rc);
@@ -678,7 +686,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   p->ec.may_batch = group_may_hold(cm);
   bool taken = symmpin_engine_allreduce(cm, &p->ec, rc, &reason);
   symmpin_comm_unlock(cm);
-  if (taken && p->ec.batched) group_note_held(cm);
+  if ((taken && p->ec.batched) || p->ec.group_end) group_note_held(cm);
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
   if (taken) {
     allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);

@@ -7,7 +7,8 @@ static const char *const names[SYMMPIN_REASON_COUNT] = {
     [SYMMPIN_REASON_COMM] = "comm",         [SYMMPIN_REASON_DISAGREE] = "disagree",
     [SYMMPIN_REASON_CAPTURE] = "capture",   [SYMMPIN_REASON_STREAM] = "stream",
     [SYMMPIN_REASON_ERROR] = "error",       [SYMMPIN_REASON_MEASURED] = "measured",
-    [SYMMPIN_REASON_PROBE] = "probe",
+    [SYMMPIN_REASON_PROBE] = "probe",       [SYMMPIN_REASON_GROUP] = "group",
+    [SYMMPIN_REASON_GROUP_MEASURED] = "group_measured",
 };
 
 const char *symmpin_reason_name(symmpin_reason r) {

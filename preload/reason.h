@@ -17,8 +17,12 @@ typedef enum symmpin_reason {
   SYMMPIN_REASON_STREAM = 8,    /* stream off-plan (safety net) */
   SYMMPIN_REASON_ERROR = 9,     /* an internal failure: logged once, NCCL from then on */
   SYMMPIN_REASON_MEASURED = 10, /* this shape ran faster on NCCL, measured on every rank */
-  SYMMPIN_REASON_PROBE = 11,    /* a pinned shape's call timed on NCCL to compare (choice.h) */
-  SYMMPIN_REASON_COUNT = 12,
+  SYMMPIN_REASON_PROBE = 11,    /* a pinned shape's call (or a probe group's) timed on NCCL to
+                                   compare (choice.h) */
+  SYMMPIN_REASON_GROUP = 12,    /* inside ncclGroupStart/End, above SYMMPIN_GROUP_MAX_BYTES */
+  SYMMPIN_REASON_GROUP_MEASURED = 13, /* inside a group, and this shape's groups ran faster on
+                                         NCCL, measured on every rank */
+  SYMMPIN_REASON_COUNT = 14,
 } symmpin_reason;
 
 const char *symmpin_reason_name(symmpin_reason r);

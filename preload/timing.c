@@ -16,6 +16,8 @@ typedef struct timing_pair {
   symmpin_plan_shape shape;
   bool redirected;
   bool for_stats, for_choice; /* who asked */
+  bool group;                 /* a whole group's (for the choice), of the unit `unit` */
+  uint64_t unit;
   enum { PAIR_FREE, PAIR_STARTED, PAIR_ENDED } state;
 } timing_pair;
 
@@ -36,6 +38,24 @@ static bool measure_for_stats(const symmpin_comm *c) {
   return c->stats && symmpin_config_get()->measure;
 }
 
+/* A free pair with its start recorded on `stream` (c's device current for it), or -1. */
+static int pair_start(symmpin_timing *timing, symmpin_comm *c, void *stream) {
+  for (int i = 0; i < SYMMPIN_TIMING_PAIRS; i++) {
+    timing_pair *t = &timing->pairs[i];
+    if (t->state != PAIR_FREE) continue;
+    symmpin_devscope s; /* only sampled calls pay for the device switch */
+    if (!device_enter(c, &s)) return -1;
+    bool ok = (t->start || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->start)) == cudaSuccess) &&
+              (t->end || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->end)) == cudaSuccess) &&
+              SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->start, (cudaStream_t)stream)) == cudaSuccess;
+    symmpin_devscope_leave(&s);
+    if (!ok) return -1;
+    *t = (timing_pair){.start = t->start, .end = t->end, .state = PAIR_STARTED};
+    return i;
+  }
+  return -1; /* all in flight: this call is not sampled */
+}
+
 int symmpin_timing_start(symmpin_timing **timing, symmpin_comm *c, symmpin_choice *choice,
                          const symmpin_engine_call *ec, bool redirected, bool choice_may) {
   if (ec->capturing || ec->group_depth > 0) return -1;
@@ -49,28 +69,30 @@ int symmpin_timing_start(symmpin_timing **timing, symmpin_comm *c, symmpin_choic
   bool for_stats =
       measure_for_stats(c) && symmpin_stats_want_timing(c->stats, ec->site, redirected);
   if (!for_choice && !for_stats) return -1;
-  for (int i = 0; i < SYMMPIN_TIMING_PAIRS; i++) {
-    timing_pair *t = &(*timing)->pairs[i];
-    if (t->state != PAIR_FREE) continue;
-    symmpin_devscope s; /* only sampled calls pay for the device switch */
-    if (!device_enter(c, &s)) return -1;
-    bool ok = (t->start || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->start)) == cudaSuccess) &&
-              (t->end || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->end)) == cudaSuccess) &&
-              SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->start, (cudaStream_t)ec->call->stream)) ==
-                  cudaSuccess;
-    symmpin_devscope_leave(&s);
-    if (!ok) return -1;
-    *t = (timing_pair){.start = t->start,
-                       .end = t->end,
-                       .site = ec->site,
-                       .shape = shape,
-                       .redirected = redirected,
-                       .for_stats = for_stats,
-                       .for_choice = for_choice,
-                       .state = PAIR_STARTED};
-    return i;
-  }
-  return -1; /* all in flight: this call is not sampled */
+  int i = pair_start(*timing, c, ec->call->stream);
+  if (i < 0) return -1;
+  timing_pair *t = &(*timing)->pairs[i];
+  t->site = ec->site;
+  t->shape = shape;
+  t->redirected = redirected;
+  t->for_stats = for_stats;
+  t->for_choice = for_choice;
+  return i;
+}
+
+int symmpin_timing_group_start(symmpin_timing **timing, symmpin_comm *c, void *stream) {
+  if (!*timing && !(*timing = calloc(1, sizeof **timing))) return -1;
+  int i = pair_start(*timing, c, stream);
+  if (i >= 0) (*timing)->pairs[i].group = (*timing)->pairs[i].for_choice = true;
+  return i;
+}
+
+void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair,
+                              void *stream, uint64_t sig, bool redirected, bool ok) {
+  if (pair < 0 || !timing || !timing->pairs[pair].group) return;
+  timing->pairs[pair].unit = sig;
+  timing->pairs[pair].redirected = redirected;
+  symmpin_timing_end_on_device(timing, c, pair, stream, ok);
 }
 
 void symmpin_timing_end(symmpin_timing *timing, int pair, void *stream, bool ok) {
@@ -104,7 +126,10 @@ void symmpin_timing_read(symmpin_timing *timing, symmpin_comm *c, symmpin_choice
     if (q == cudaSuccess &&
         SYMMPIN_CUDA_IGNORE(cudaEventElapsedTime(&ms, t->start, t->end)) == cudaSuccess) {
       if (t->for_stats) symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
-      if (t->for_choice) symmpin_choice_add(choice, &t->shape, t->redirected, ms * 1000.0);
+      if (t->for_choice && t->group)
+        symmpin_choice_group_add(choice, t->unit, t->redirected, ms * 1000.0);
+      else if (t->for_choice)
+        symmpin_choice_add(choice, &t->shape, t->redirected, ms * 1000.0);
     }
     t->state = PAIR_FREE;
   }

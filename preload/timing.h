@@ -6,7 +6,9 @@
  * symmpin's kernel on the call's stream, on the communicator's device; a finished pair is read at
  * a later call (cudaEventQuery, never a wait). At most SYMMPIN_TIMING_PAIRS are in flight per
  * communicator: a call that finds none free is not sampled. Never inside a capture (the events
- * would become graph nodes) nor a group (NCCL runs a group's calls at ncclGroupEnd).
+ * would become graph nodes). A call inside a group is not timed alone (NCCL runs a group's calls
+ * at ncclGroupEnd): the choice times a whole group instead, from before its first call to after
+ * the real ncclGroupEnd, on the stream of its calls (symmpin_timing_group_start/end).
  *
  * The engine's (engine.c): called under the communicator's lock, with the re-entrancy guard set. */
 #ifndef SYMMPIN_PRELOAD_TIMING_H
@@ -37,6 +39,13 @@ void symmpin_timing_end(symmpin_timing *timing, int pair, void *stream, bool ok)
  * legacy stream is per device). */
 void symmpin_timing_end_on_device(symmpin_timing *timing, const symmpin_comm *c, int pair,
                                   void *stream, bool ok);
+/* A group's pair (the choice's unit, choice.h), started at its first call on `stream`, before
+ * anything of the group is enqueued; -1 if none could be started. Makes *timing if needed. */
+int symmpin_timing_group_start(symmpin_timing **timing, symmpin_comm *c, void *stream);
+/* End a group's pair after the real ncclGroupEnd, from outside any device scope: the sample goes
+ * to the unit `sig` on its path (choice.h symmpin_choice_group_add); !ok gives the pair up. */
+void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair,
+                              void *stream, uint64_t sig, bool redirected, bool ok);
 /* Read up to SYMMPIN_TIMING_READS_PER_CALL finished pairs into the statistics and the choice.
  * Never from a capturing call, and with the capture mode relaxed (cudaEventQuery is "unsafe"
  * while another thread captures in global mode): the caller's part. Safe on NULL. */

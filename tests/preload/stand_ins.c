@@ -49,6 +49,14 @@ void symmpin_engine_group_drop(symmpin_comm *c) {
   held = 0;
 }
 
+int stand_in_group_ends, stand_in_group_end_rc;
+bool stand_in_want_group_end;
+void symmpin_engine_group_end(symmpin_comm *c, int rc) {
+  (void)c;
+  stand_in_group_ends++;
+  stand_in_group_end_rc = rc;
+}
+
 int symmpin_engine_group_flush(symmpin_comm *c) {
   (void)c;
   if (!held) return 0;
@@ -60,6 +68,7 @@ int symmpin_engine_group_flush(symmpin_comm *c) {
 bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
                               symmpin_reason *reason) {
   ec->timing = -1;
+  ec->group_end = stand_in_want_group_end && ec->may_batch;
   stand_in_last_call = *ec;
   stand_in_last_index = c->allreduces;
   if (ec->call->count == stand_in_take_count) {
