@@ -15,7 +15,9 @@
  *  - late rank: a peer that starts later than the others (within the timeout) changes nothing;
  *  - dead rank: a peer that never arrives stops the agreement after one timeout, no plan, and
  *    later calls do not wait again;
- *  - misaligned: ranks whose records closed at different calls meet at a common call. */
+ *  - misaligned: ranks whose records closed at different calls meet at a common call;
+ *  - groups: the ranks' group measurements and SYMMPIN_GROUP_MAX_BYTES travel with the records
+ *    and give every rank the same group rules. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <pthread.h>
@@ -136,6 +138,12 @@ typedef struct world {
   bool measuring[MAX_TEST_RANKS]; /* what symmpin_agree_measuring said at the end */
   uint64_t diverge_at[MAX_TEST_RANKS];
   uint64_t alarm_at[MAX_TEST_RANKS];
+  /* groups: what rank r posts as its group measurements (ops.group_times) and its
+   * SYMMPIN_GROUP_MAX_BYTES; keep_open: world_run leaves the agreements open (the test closes) */
+  symmpin_choice_group_entry group_times[MAX_TEST_RANKS];
+  bool posts_group_times[MAX_TEST_RANKS];
+  uint64_t group_max_bytes[MAX_TEST_RANKS];
+  bool keep_open;
   symmpin_alarm alarm[MAX_TEST_RANKS];
   int64_t slot_at[MAX_TEST_RANKS][MAX_CALLS]; /* with route_logs: the slot offset, -1 for NCCL */
   _Atomic int release;
@@ -216,16 +224,26 @@ static size_t fake_shape_times(void *ctx, symmpin_choice_entry *out, size_t cap)
   return 0;
 }
 
+static size_t fake_group_times(void *ctx, symmpin_choice_group_entry *out, size_t cap) {
+  fake_rank *f = ctx;
+  if (!f->w->posts_group_times[f->rank] || cap < 1) return 0;
+  out[0] = f->w->group_times[f->rank];
+  return 1;
+}
+
 static symmpin_agree *open_rank(world *w, int rank) {
   symmpin_agree_params p = {
       .key = w->key, .comm = 0, .rank = rank, .nranks = w->nranks, .warmup = w->warmup,
       .mode = SYMMPIN_PLAN_SHARED, .max_bytes = 2u << 20, .timeout_ms = w->timeout_ms,
-      .aborting = &w->aborting,
+      .group_max_bytes = w->group_max_bytes[rank], .aborting = &w->aborting,
       .ops = {.ctx = &w->fakes[rank], .gpu_facts = fake_facts, .check_peers = fake_check_peers,
               .reserve = fake_reserve, .attach = fake_attach, .settle = fake_settle,
               .gave_up = fake_gave_up, .first_call_done = fake_first_call_done},
   };
-  if (w->measures[rank]) p.ops.shape_times = fake_shape_times;
+  if (w->measures[rank]) {
+    p.ops.shape_times = fake_shape_times;
+    p.ops.group_times = fake_group_times;
+  }
   symmpin_agree *a = NULL;
   cr_assert_eq(symmpin_agree_open(&p, &a), SYMMPIN_OK);
   return a;
@@ -256,7 +274,7 @@ static void world_run(world *w) {
     w->digest[k] = p ? p->digest : 0;
     w->stopped[k] = symmpin_agree_stopped(w->agree[k]);
     w->measuring[k] = symmpin_agree_measuring(w->agree[k]);
-    symmpin_agree_close(w->agree[k]);
+    if (!w->keep_open) symmpin_agree_close(w->agree[k]);
   }
 }
 
@@ -647,6 +665,59 @@ Test(agree, probes_need_every_rank_to_measure, .timeout = 60) {
     cr_assert(W.has_plan[0]);
     for (int k = 0; k < 2; k++)
       cr_assert_eq(W.measuring[k], mix == 0, "mix %d rank %d", mix, k);
+  }
+}
+
+/* Groups: each rank posts, with its records, one measured group of the loop's first two shapes
+ * (256 and 512 bf16), slower on symmpin on rank 1 (every rank waits for the slowest), and its
+ * SYMMPIN_GROUP_MAX_BYTES: rank 0 none (0), rank 1 1 KiB. Every rank's plan then has the same
+ * group rules (digest): the smallest limit, 1 KiB, and the group's shapes' grouped calls on NCCL.
+ * Routes: a grouped call of 256 or 512 elements goes to NCCL (measured), a grouped one of 768
+ * (1.5 KiB) too (above the limit), an eager one of each of those shapes to its slot. Before, the
+ * records carried no group measurement and no limit: every grouped call took its slot. */
+Test(agree, group_measurements_and_the_group_limit_travel_with_the_records, .timeout = 60) {
+  world_init(&W, 2, 16, 5000);
+  world_loop(&W, 4, 200);
+  W.keep_open = true;
+  W.group_max_bytes[1] = 1024;
+  symmpin_choice_unit u;
+  symmpin_choice_unit_init(&u);
+  symmpin_plan_shape a = {256, SYMMPIN_BFLOAT16, SYMMPIN_SUM}, b = {512, SYMMPIN_BFLOAT16, SYMMPIN_SUM};
+  symmpin_choice_unit_add(&u, &a);
+  symmpin_choice_unit_add(&u, &b);
+  for (int k = 0; k < 2; k++) {
+    W.measures[k] = W.posts_group_times[k] = true;
+    W.group_times[k] = (symmpin_choice_group_entry){
+        .unit = u, .nccl_ns = 20000, .symmpin_ns = k ? 25000 : 10000, .nccl_n = 16,
+        .symmpin_n = 16};
+  }
+  world_run(&W);
+  assert_same_everywhere(&W);
+  for (int k = 0; k < 2; k++) {
+    const symmpin_plan *p = symmpin_agree_plan(W.agree[k]);
+    cr_assert_not_null(p);
+    cr_assert(p->groups_alike);
+    cr_assert_eq(p->group_max_bytes, 1024, "rank %d: the smallest limit: %llu", k,
+                 (unsigned long long)p->group_max_bytes);
+    cr_assert_eq(p->n_group_slow, 2, "rank %d", k);
+    cr_assert_eq(p->n_eager_slow, 0);
+    symmpin_agree_call c = W.calls[k][0];
+    const symmpin_plan_site *slot = NULL;
+    for (int grouped = 0; grouped < 2; grouped++) {
+      c.group_token = grouped ? 77 : 0;
+      for (uint64_t count = 256; count <= 768; count += 256) {
+        c.count = count;
+        c.site = 0x1000 + count / 256 - 1;
+        symmpin_plan_reason want = !grouped     ? SYMMPIN_PLAN_PINNED
+                                   : count < 768 ? SYMMPIN_PLAN_GROUP_NCCL_FASTER
+                                                 : SYMMPIN_PLAN_GROUP_TOO_LARGE;
+        cr_assert_eq(symmpin_agree_route(W.agree[k], &c, &slot), want,
+                     "rank %d, %s call of %llu", k, grouped ? "grouped" : "eager",
+                     (unsigned long long)count);
+        cr_assert_eq(slot != NULL, want == SYMMPIN_PLAN_PINNED);
+      }
+    }
+    symmpin_agree_close(W.agree[k]);
   }
 }
 

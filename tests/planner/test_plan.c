@@ -459,6 +459,103 @@ Test(plan, shapes_measured_faster_on_nccl_are_demoted_for_good) {
   symmpin_plan_free(p2);
 }
 
+/* Groups: a shape whose calls of one kind (eager, or inside ncclGroupStart/End) were measured
+ * faster on NCCL sends that kind to NCCL and keeps its sites for the other kind; a shape never
+ * seen in a group whose eager calls lost is demoted as before; once both kinds lost, its sites
+ * are. group_max_bytes keeps larger grouped calls off their slots. All of it in the digest. */
+Test(plan, a_kind_measured_slower_leaves_the_other_kind_its_slot) {
+  /* Sites 1 (100 f32) and 3 (300 f32) in one group (token 5); 2 (200) and 4 (300) eager. */
+  tcall e0[] = {{1, 100, F32, SUM, 0, 5}, {3, 300, F32, SUM, 0, 5}, {2, 200, F32, SUM, 0, 0},
+                {4, 300, F32, SUM, 0, 0}};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  pol.group_max_bytes = 1000; /* 300 f32 = 1200 B */
+  symmpin_plan *p0 = plan_same(e0, 4, 2, &pol, NULL, 0);
+  cr_assert(p0->groups_alike);
+  cr_assert(site_of(p0, 1)->grouped && site_of(p0, 3)->grouped && !site_of(p0, 2)->grouped);
+  cr_assert_eq(symmpin_plan_route_kind(p0, 300, F32, SUM, true), SYMMPIN_PLAN_GROUP_TOO_LARGE);
+  cr_assert_eq(symmpin_plan_route_kind(p0, 300, F32, SUM, false), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route_kind(p0, 100, F32, SUM, true), SYMMPIN_PLAN_PINNED);
+  symmpin_plan_policy nolimit = pol;
+  nolimit.group_max_bytes = 0;
+  symmpin_plan *q0 = plan_same(e0, 4, 2, &nolimit, NULL, 0);
+  cr_assert_neq(q0->digest, p0->digest, "the group limit is part of the plan");
+  symmpin_plan_free(q0);
+  /* Epoch 1: 100's groups lost; 200's and 300's eager calls lost. */
+  symmpin_plan_shape grouped_slow[] = {{100, F32, SUM}};
+  symmpin_plan_shape eager_slow[] = {{200, F32, SUM}, {300, F32, SUM}};
+  symmpin_plan_policy pol1 = nolimit;
+  pol1.group_nccl_faster = grouped_slow;
+  pol1.n_group_nccl_faster = 1;
+  pol1.nccl_faster = eager_slow;
+  pol1.n_nccl_faster = 2;
+  symmpin_plan *p1 = plan_same(e0, 4, 2, &pol1, p0, 4);
+  cr_assert(site_of(p1, 1)->pinned, "its eager calls keep the slot");
+  cr_assert_eq(symmpin_plan_route_kind(p1, 100, F32, SUM, true), SYMMPIN_PLAN_GROUP_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p1, 100, F32, SUM, false), SYMMPIN_PLAN_PINNED);
+  cr_assert_not(site_of(p1, 2)->pinned, "never grouped: demoted as before");
+  cr_assert_eq(site_of(p1, 2)->reason, SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert(site_of(p1, 3)->pinned && site_of(p1, 4)->pinned, "300's grouped calls keep them");
+  cr_assert_eq(symmpin_plan_route_kind(p1, 300, F32, SUM, false), SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p1, 300, F32, SUM, true), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(p1->n_group_slow, 1);
+  cr_assert_eq(p1->n_eager_slow, 1, "200 is carried by its demoted site");
+  cr_assert(symmpin_plan_kind_nccl_faster(p1, 200, F32, SUM, true));
+  cr_assert(symmpin_plan_kind_nccl_faster(p1, 300, F32, SUM, false));
+  cr_assert_not(symmpin_plan_kind_nccl_faster(p1, 300, F32, SUM, true));
+  cr_assert_neq(p1->digest, p0->digest);
+  /* Epoch 2, no new measurement: everything stays (final). Epoch 3: 100's eager calls lost too:
+   * its sites are demoted, and no list needs it any more. */
+  symmpin_plan *p2 = plan_same(e0, 4, 2, &nolimit, p1, 8);
+  cr_assert_eq(symmpin_plan_route_kind(p2, 100, F32, SUM, true), SYMMPIN_PLAN_GROUP_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p2, 300, F32, SUM, false), SYMMPIN_PLAN_NCCL_FASTER);
+  symmpin_plan_shape also[] = {{100, F32, SUM}};
+  symmpin_plan_policy pol3 = nolimit;
+  pol3.nccl_faster = also;
+  pol3.n_nccl_faster = 1;
+  symmpin_plan *p3 = plan_same(e0, 4, 2, &pol3, p2, 12);
+  cr_assert_not(site_of(p3, 1)->pinned);
+  cr_assert_eq(site_of(p3, 1)->reason, SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_null(symmpin_plan_for_shape(p3, 100, F32, SUM));
+  cr_assert_eq(p3->n_group_slow, 0);
+  symmpin_plan_free(p0);
+  symmpin_plan_free(p1);
+  symmpin_plan_free(p2);
+  symmpin_plan_free(p3);
+}
+
+/* Rank 0's record has site 1 in a group, rank 1's the same call eagerly: being in a group is then
+ * no shared fact, so the plan turns the group rules off for good (a grouped call is an eager
+ * one, whatever the limit), and a kind measured slower demotes its shape whole. */
+Test(plan, ranks_grouping_differently_turn_the_group_rules_off) {
+  tcall r0[] = {{1, 100, F32, SUM, 0, 5}, {2, 200, F32, SUM, 0, 0}};
+  tcall r1[] = {{1, 100, F32, SUM, 0, 0}, {2, 200, F32, SUM, 0, 0}};
+  symmpin_record recs[2];
+  const symmpin_record *rp[2] = {&recs[0], &recs[1]};
+  mk_record(&recs[0], 0, 2, 0, r0, 2);
+  mk_record(&recs[1], 1, 2, 0, r1, 2);
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  pol.group_max_bytes = 1;
+  symmpin_plan *p0 = NULL;
+  cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p0), SYMMPIN_OK);
+  cr_assert_not(p0->groups_alike);
+  cr_assert(site_of(p0, 1)->pinned, "the sites themselves agree");
+  cr_assert_eq(symmpin_plan_route_kind(p0, 100, F32, SUM, true), SYMMPIN_PLAN_PINNED);
+  symmpin_record_free(&recs[0]);
+  symmpin_record_free(&recs[1]);
+  /* Later records alike: still off. A group verdict demotes 100 whole. */
+  symmpin_plan_shape grouped_slow[] = {{100, F32, SUM}};
+  symmpin_plan_policy pol1 = pol;
+  pol1.group_nccl_faster = grouped_slow;
+  pol1.n_group_nccl_faster = 1;
+  symmpin_plan *p1 = plan_same(r1, 2, 2, &pol1, p0, 2);
+  cr_assert_not(p1->groups_alike);
+  cr_assert_not(site_of(p1, 1)->pinned);
+  cr_assert_eq(site_of(p1, 1)->reason, SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert(site_of(p1, 2)->pinned);
+  symmpin_plan_free(p0);
+  symmpin_plan_free(p1);
+}
+
 Test(plan, a_shape_keeps_its_slot_when_a_later_epoch_pins_a_smaller_id) {
   /* Epoch 0 pins site 5 (shape 100 f32 sum) on stream 1; epoch 1 pins site 3, same shape, on
    * stream 0 (another slot). Calls of that shape keep going to site 5's slot: the routing entry is

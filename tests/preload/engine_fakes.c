@@ -77,18 +77,20 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev) {
   free(ev);
   return cudaSuccess;
 }
-/* Kernel launches made on this thread, and what the elapsed times are (fake_set_elapsed). An
- * event's 16 bytes hold the launch count at its record. */
-static _Thread_local uint64_t launches_here;
-static _Thread_local float elapsed_kernel = 0.001f, elapsed_other = 0.001f;
+/* Kernel launches made on this thread (all, and group launches), and what the elapsed times are
+ * (fake_set_elapsed). An event's 16 bytes hold the two launch counts at its record. */
+static _Thread_local uint64_t launches_here, group_launches_here;
+static _Thread_local float elapsed_kernel = 0.001f, elapsed_other = 0.001f, elapsed_group;
 
 void fake_set_elapsed(float kernel_ms, float other_ms) {
   elapsed_kernel = kernel_ms;
   elapsed_other = other_ms;
 }
+void fake_set_elapsed_group(float group_ms) { elapsed_group = group_ms; }
 
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
   memcpy((void *)ev, &launches_here, sizeof launches_here);
+  memcpy((char *)ev + 8, &group_launches_here, sizeof group_launches_here);
   log_op((fake_op){.kind = FAKE_RECORD, .stream = s, .event = ev, .offset = -1});
   return cudaSuccess;
 }
@@ -192,10 +194,14 @@ int fake_destroy_graphs(void) {
   return n;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
-  uint64_t at_a, at_b;
+  uint64_t at_a, at_b, groups_a, groups_b;
   memcpy(&at_a, (const void *)a, sizeof at_a);
   memcpy(&at_b, (const void *)b, sizeof at_b);
-  *ms = at_b > at_a ? elapsed_kernel : elapsed_other;
+  memcpy(&groups_a, (const char *)a + 8, sizeof groups_a);
+  memcpy(&groups_b, (const char *)b + 8, sizeof groups_b);
+  *ms = groups_b > groups_a && elapsed_group > 0 ? elapsed_group
+        : at_b > at_a                            ? elapsed_kernel
+                                                 : elapsed_other;
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
@@ -365,6 +371,7 @@ symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int
                    .offset = (int64_t)((const unsigned char *)calls[0].slot[calls[0].rank] - my_base),
                    .count = (size_t)n});
   launches_here++;
+  group_launches_here++;
   return SYMMPIN_OK;
 }
 

@@ -47,6 +47,9 @@ int fake_last_error(void);
  * launch (single or group) was made on this thread between their records, else other_ms (NCCL's
  * call, which the fakes do not run). Default 0.001 ms both. */
 void fake_set_elapsed(float kernel_ms, float other_ms);
+/* ... but group_ms when a group launch (symmpin_kernel_launch_group) was made between them
+ * (0, the default: kernel_ms): a group kernel slower or faster than single ones. */
+void fake_set_elapsed_group(float group_ms);
 
 /* cudaEventQuery reports every event as not completed yet (1), or completed (0, the default):
  * kernels that are still running, or done. */

@@ -63,6 +63,7 @@ typedef struct world {
   outcome out[RANKS][CALLS];
   _Atomic int progress[RANKS];
   float kernel_ms, other_ms; /* nonzero: the fake event times (fake_set_elapsed) */
+  float group_ms;            /* nonzero: a group launch's time (fake_set_elapsed_group) */
   bool abort_end; /* the ranks end with ncclCommAbort instead of ncclCommDestroy */
   int program_error; /* nonzero: the program has this CUDA error pending at each of its calls */
   int error_after_end[RANKS]; /* the thread's last CUDA error after the communicator's end */
@@ -152,7 +153,8 @@ static void *make_call(void *arg) {
   if (!o->taken) symmpin_engine_nccl_done(c, &ec, 0); /* as the preload does after NCCL's call */
   o->rc = rc;
   o->reason = reason;
-  /* The group's end after its last call, as the preload makes it before the real ncclGroupEnd. */
+  /* The group's end after its last call, as the preload makes it before the real ncclGroupEnd,
+   * then the end after the real one. */
   bool last = s->group && (ca->i + 1 == W.ncalls || W.script[ca->rank][ca->i + 1].group != s->group);
   if (last) {
     size_t n;
@@ -160,6 +162,7 @@ static void *make_call(void *arg) {
     if (n < FAKE_MAX_OPS) {
       int frc = symmpin_engine_group_flush(c);
       if (frc) o->rc = frc;
+      symmpin_engine_group_end(c, 0);
     }
   }
   note(o);
@@ -174,6 +177,7 @@ static void *rank_main(void *arg) {
                                           rank, true);
   cr_assert_not_null(c);
   if (W.kernel_ms > 0) fake_set_elapsed(W.kernel_ms, W.other_ms);
+  fake_set_elapsed_group(W.group_ms);
   for (size_t i = 0; i < W.ncalls; i++) {
     /* Lockstep, as the kernels keep real ranks (a redirected call completes when every rank has
      * made it): call i + 1 only once every peer has made call i. */
@@ -626,6 +630,164 @@ Test(engine, shapes_measured_faster_stay_on_symmpin) {
   for (size_t i = go; i < W.ncalls; i++)
     cr_assert_neq(W.out[0][i].reason, SYMMPIN_REASON_MEASURED, "call %zu", i + 1);
   cr_assert(W.out[0][last].taken && W.out[1][last].taken);
+}
+
+/* ---- groups and the choice by measurement ---- */
+
+/* Every rank, in cycles of four calls: A and B (256 and 512 floats) in one group, then A and B
+ * eagerly. The fake events give a group launch group_ms, a single launch kernel_ms and NCCL's
+ * calls (which the fakes do not run) other_ms (engine_fakes.h: a FAKE of the CUDA events). */
+static void groups_script(void) {
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) {
+      bool b = i % 2;
+      W.script[k][i] = (spec){.site = b ? 0xB : 0xA, .count = b ? 512 : 256, .stream = S0,
+                              .group = i % 4 < 2 ? (int)(i / 4) + 1 : 0};
+    }
+}
+
+static void groups_run(float kernel_ms, float group_ms, float other_ms, int choose,
+                       uint64_t group_max_bytes) {
+  world_init();
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.choose = choose;
+  cfg.group_max_bytes = group_max_bytes;
+  symmpin_config_set_for_tests(&cfg);
+  groups_script();
+  W.kernel_ms = kernel_ms;
+  W.group_ms = group_ms;
+  W.other_ms = other_ms;
+  world_run();
+}
+
+/* Both ranks routed every call alike (NCCL or symmpin, for the same reason). */
+static void assert_routes_alike(void) {
+  for (size_t i = 0; i < W.ncalls; i++) {
+    cr_assert_eq(W.out[0][i].taken, W.out[1][i].taken, "call %zu routed apart", i + 1);
+    cr_assert_eq(W.out[0][i].reason, W.out[1][i].reason, "call %zu: reasons %d / %d", i + 1,
+                 W.out[0][i].reason, W.out[1][i].reason);
+    cr_assert(!W.out[0][i].taken || W.out[0][i].rc == 0, "call %zu: rc %d", i + 1, W.out[0][i].rc);
+  }
+}
+
+/* The first call from `from` on (rank 0; the ranks are alike) of the given kind (grouped or not)
+ * whose reason is `r`; W.ncalls if none. */
+static size_t first_with(size_t from, bool grouped, symmpin_reason r) {
+  for (size_t i = from; i < W.ncalls; i++)
+    if ((W.script[0][i].group != 0) == grouped && W.out[0][i].reason == r) return i;
+  return W.ncalls;
+}
+
+/* A group kernel slower than NCCL's group, single kernels faster than NCCL's calls: after the
+ * plan, whole groups alternate between symmpin and NCCL (both calls of a group are probes or
+ * neither, the same groups on both ranks: 16 of the first 32 groups); then a plan sends the
+ * grouped calls of A and B back to NCCL, on both ranks at the same call and for good (reason
+ * group_measured), while their eager calls stay on symmpin (never `measured`). Before, grouped
+ * calls were never timed: they stayed on symmpin's slower group kernel. */
+Test(engine, grouped_calls_measured_slower_go_back_to_nccl_and_eager_ones_stay) {
+  groups_run(0.002f, 0.030f, 0.010f, SYMMPIN_CHOOSE_MEASURE, 0);
+  assert_routes_alike();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64, "redirected from call %zu", go + 1);
+  size_t back = first_with(go, true, SYMMPIN_REASON_GROUP_MEASURED);
+  cr_assert_lt(back, W.ncalls - 40, "the grouped calls went back to NCCL (at call %zu)", back + 1);
+  cr_assert_eq(back % 4, 0, "at a group's first call: %zu", back + 1);
+  size_t probe_groups = 0, symmpin_groups = 0;
+  for (size_t i = go + (4 - go % 4) % 4; i < back; i += 4) {
+    const outcome *a = &W.out[0][i], *b = &W.out[0][i + 1];
+    cr_assert_eq(a->reason, b->reason, "group at %zu probed apart: %d / %d", i + 1, a->reason,
+                 b->reason);
+    cr_assert(a->reason == SYMMPIN_REASON_PROBE || a->reason == SYMMPIN_REASON_NONE,
+              "group at %zu: reason %d", i + 1, a->reason);
+    if (a->reason == SYMMPIN_REASON_PROBE) probe_groups++;
+    else symmpin_groups++;
+  }
+  cr_assert_eq(probe_groups, SYMMPIN_CHOICE_SAMPLES, "probe groups: %zu", probe_groups);
+  cr_assert_geq(symmpin_groups, SYMMPIN_CHOICE_SAMPLES);
+  for (size_t i = back; i < W.ncalls; i++) {
+    const outcome *o = &W.out[0][i];
+    if (W.script[0][i].group) {
+      cr_assert_not(o->taken, "grouped call %zu after the demotion", i + 1);
+      cr_assert_eq(o->reason, SYMMPIN_REASON_GROUP_MEASURED, "grouped call %zu", i + 1);
+    } else {
+      cr_assert(o->taken || o->reason == SYMMPIN_REASON_PROBE, "eager call %zu: reason %d",
+                i + 1, o->reason);
+    }
+  }
+  cr_assert_eq(first_with(0, false, SYMMPIN_REASON_MEASURED), W.ncalls, "an eager call went back");
+  cr_assert(W.out[0][W.ncalls - 1].taken && W.out[1][W.ncalls - 1].taken, "eager calls stay");
+}
+
+/* The other way round: single kernels slower than NCCL, the group kernel faster. The eager calls
+ * of A and B go back to NCCL (reason measured; each shape at its own plan, on both ranks at the
+ * same call); their grouped calls stay on symmpin (the sites stay pinned for them). */
+Test(engine, eager_calls_measured_slower_go_back_to_nccl_and_grouped_ones_stay) {
+  groups_run(0.030f, 0.002f, 0.010f, SYMMPIN_CHOOSE_MEASURE, 0);
+  assert_routes_alike();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64);
+  size_t back = first_with(go, false, SYMMPIN_REASON_MEASURED);
+  cr_assert_lt(back, W.ncalls - 40, "the eager calls went back to NCCL (at call %zu)", back + 1);
+  bool gone[2] = {false, false}; /* A's, B's eager calls went back */
+  for (size_t i = back; i < W.ncalls; i++) {
+    const outcome *o = &W.out[0][i];
+    bool b = W.script[0][i].count == 512;
+    if (W.script[0][i].group) {
+      cr_assert(o->taken || o->reason == SYMMPIN_REASON_PROBE, "grouped call %zu: reason %d",
+                i + 1, o->reason);
+    } else if (gone[b]) {
+      cr_assert_eq(o->reason, SYMMPIN_REASON_MEASURED, "eager call %zu after its demotion", i + 1);
+    } else {
+      gone[b] = o->reason == SYMMPIN_REASON_MEASURED;
+    }
+  }
+  cr_assert(gone[0] && gone[1], "both shapes' eager calls went back");
+  cr_assert_eq(first_with(0, true, SYMMPIN_REASON_GROUP_MEASURED), W.ncalls);
+  cr_assert(W.out[0][W.ncalls - 4].taken && W.out[1][W.ncalls - 3].taken, "grouped calls stay");
+}
+
+/* SYMMPIN_GROUP_MAX_BYTES = 1 KiB (the static choice alone): B (2 KiB) in a group never goes to
+ * symmpin, on either rank (reason group); A in the group and B made eagerly still do. Before,
+ * every grouped call of a pinned shape was redirected. */
+Test(engine, grouped_calls_above_the_group_limit_stay_on_nccl) {
+  groups_run(0, 0, 0, SYMMPIN_CHOOSE_STATIC, 1024);
+  assert_routes_alike();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64);
+  for (size_t i = 0; i < W.ncalls; i++) {
+    const spec *sp = &W.script[0][i];
+    const outcome *o = &W.out[0][i];
+    if (sp->group && sp->count == 512) {
+      cr_assert_not(o->taken, "grouped B at call %zu redirected", i + 1);
+      if (i > go) cr_assert_eq(o->reason, SYMMPIN_REASON_GROUP, "call %zu: %d", i + 1, o->reason);
+    } else if (i > go + 4) {
+      cr_assert(o->taken, "call %zu (%s, %zu floats): reason %d", i + 1,
+                sp->group ? "grouped" : "eager", sp->count, o->reason);
+    }
+  }
+}
+
+/* Rank 0 groups A and B, rank 1 makes the same calls eagerly: being in a group is then no fact
+ * the ranks share, so it changes nothing (the plan sees the ranks group differently): B's grouped
+ * calls on rank 0 are redirected like rank 1's eager ones despite the 1 KiB group limit, and no
+ * call is routed apart (which would be the error state). */
+Test(engine, ranks_that_group_differently_route_grouped_calls_as_eager_ones) {
+  world_init();
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.choose = SYMMPIN_CHOOSE_MEASURE;
+  cfg.group_max_bytes = 1024;
+  symmpin_config_set_for_tests(&cfg);
+  groups_script();
+  for (size_t i = 0; i < CALLS; i++) W.script[1][i].group = 0;
+  world_run();
+  assert_routes_alike();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64);
+  for (size_t i = go; i < W.ncalls; i++) {
+    cr_assert_neq(W.out[0][i].reason, SYMMPIN_REASON_GROUP, "call %zu", i + 1);
+    cr_assert_neq(W.out[0][i].rc, 6, "call %zu in the error state", i + 1);
+  }
+  cr_assert(W.out[0][W.ncalls - 3].taken, "rank 0's last grouped B");
 }
 
 /* ---- the program's own CUDA errors ---- */

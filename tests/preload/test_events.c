@@ -554,6 +554,45 @@ Test(events, a_group_launches_the_calls_held_at_its_outermost_end) {
   stand_in_hold = false;
 }
 
+/* A group is timed from its first call to after the real ncclGroupEnd (choice.h): an engine that
+ * asks for the group's end is told once, at the outermost end, after the launch of what it held
+ * (flush) and with ncclGroupEnd's result, also when it held nothing (its calls went to NCCL).
+ * Before, only engines holding calls were kept, and nothing followed the real end. */
+Test(events, an_engine_that_asks_is_told_the_outermost_group_end) {
+  void *h = (void *)0xcd;
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, h, 23, 37, 2, 0, 0, true, 0);
+  stand_in_take_count = 8;
+  stand_in_hold = false;
+  stand_in_want_group_end = true;
+  stand_in_group_ends = 0;
+  symmpin_allreduce_call nccl_call = {.send = (void *)0x900000, .recv = (void *)0x900000,
+                                      .count = 16, .dtype = 9, .op = 4, .comm = h,
+                                      .stream = NULL, .stack = 0xfeed};
+  int rc = -1;
+  cr_assert_not(symmpin_event_allreduce(&nccl_call, &rc), "outside a group");
+  cr_assert_not(stand_in_last_call.group_end, "outside a group nothing is asked");
+  symmpin_event_allreduce_result(&nccl_call, 0);
+  symmpin_event_group_start(0);
+  symmpin_event_group_start(0);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_not(symmpin_event_allreduce(&nccl_call, &rc), "NCCL takes it");
+    cr_assert(stand_in_last_call.group_end);
+    symmpin_event_allreduce_result(&nccl_call, 0);
+  }
+  cr_assert_eq(symmpin_event_group_flush(), 0);
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_group_ends, 0, "an inner end");
+  cr_assert_eq(symmpin_event_group_flush(), 0);
+  cr_assert_eq(stand_in_group_ends, 0, "not before the real end");
+  symmpin_event_group_end(3);
+  cr_assert_eq(stand_in_group_ends, 1, "once, after the real outermost end");
+  cr_assert_eq(stand_in_group_end_rc, 3, "with its result");
+  symmpin_event_group_start(0);
+  symmpin_event_group_end(0);
+  cr_assert_eq(stand_in_group_ends, 1, "a later group without calls tells nobody");
+  stand_in_want_group_end = false;
+}
+
 /* The watch thread checks every communicator on its own (SYMMPIN_WATCH_MS), so that a rank blocked
  * behind a divergent call learns of it with no call or query of the program: the (stand-in)
  * engine's poll runs without any call being made, and stops with the preload. */
