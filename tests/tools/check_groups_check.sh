@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# scripts/check_groups.py on made-up traces of a grouped program (TAP, CPU): two ranks, 40 groups
+# of 3 calls (warm-up, then probe groups alternating with groups on symmpin, then back to NCCL
+# for good) pass; a probe group with a call on symmpin, a call on symmpin after its shape went
+# back, ranks routing a call apart, and the wrong --expect fail; --times reads DP-TIME.
+# Arguments: SOURCE_ROOT
+set -u
+root=$1
+chk="$root/scripts/check_groups.py"
+n=0 bad=0
+ok() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; bad=$((bad + 1)); fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# make_trace RANK FILE [EDIT]: groups 1-3 on NCCL (warm-up), 4-35 alternating probe groups (the
+# 2nd, 4th, ...) and groups on symmpin with the third call above the group limit, 36-40 back on
+# NCCL (group_measured). EDIT: probe_split (group 5's first call on symmpin), late (group 38's
+# first call on symmpin), apart (group 10's first call to NCCL, reason stream).
+make_trace() {
+  python3 - "$1" "$2" "${3:-}" <<'EOF'
+import sys
+rank, path, edit = sys.argv[1], sys.argv[2], sys.argv[3]
+seq = 0
+out = ["#symmpin-trace 1", f"#rank={rank}", "#fields=seq t_ns tid call key=value..."]
+def line(call, rest):
+    global seq
+    seq += 1
+    out.append(f"{seq} {seq * 1000} 77 {call} rc=0 dev=0 {rest}")
+for g in range(1, 41):
+    line("ncclGroupStart", "depth=1")
+    for c, count in enumerate((384, 768, 614400)):
+        if g <= 3: p, r = 0, 2
+        elif g <= 35: p, r = (0, 11) if g % 2 == 1 else (1, 0)
+        else: p, r = 0, 13
+        if 4 <= g <= 35 and c == 2: p, r = 0, 12
+        if edit == "probe_split" and g == 5 and c == 0: p, r = 1, 0
+        if edit == "late" and g == 38 and c == 0: p, r = 1, 0
+        if edit == "apart" and g == 10 and c == 0: p, r = 0, 8
+        line("ncclAllReduce", f"stream=0x1 comm=0 rank={rank} nranks=2 site=0x{c + 1:x} "
+             f"count={count} dtype=bf16 op=avg path={p} reason={r}")
+    line("ncclGroupEnd", "depth=0")
+open(path, "w").write("\n".join(out) + "\n")
+EOF
+}
+
+make_trace 0 "$tmp/good.0"
+make_trace 1 "$tmp/good.1"
+out=$(python3 "$chk" --expect back "$tmp/good.0" "$tmp/good.1" 2>&1); rc=$?
+ok "groups probed whole and back for good on both ranks alike: exit 0" '[ $rc -eq 0 ]'
+ok "it counts 16 probe groups and says from which group they went back" \
+  '[[ "$out" == *"40 groups, 16 with calls on symmpin, 16 probe groups, grouped calls back to NCCL from group 36"* ]]'
+ok "it counts the grouped calls above the limit" '[[ "$out" == *"32 grouped calls above SYMMPIN_GROUP_MAX_BYTES"* ]]'
+ok "it says the ranks routed alike" '[[ "$out" == *"2 ranks routed all 120 calls alike"* ]]'
+out=$(python3 "$chk" --expect stay "$tmp/good.0" "$tmp/good.1" 2>&1); rc=$?
+ok "--expect stay on groups that went back: exit 1" '[ $rc -eq 1 ] && [[ "$out" == *"went back to NCCL"* ]]'
+python3 "$chk" "$tmp/good.0" "$tmp/good.1" >/dev/null 2>&1; rc=$?
+ok "--expect any (the default): exit 0" '[ $rc -eq 0 ]'
+
+make_trace 0 "$tmp/split.0" probe_split
+out=$(python3 "$chk" "$tmp/split.0" 2>&1); rc=$?
+ok "a probe group with a call on symmpin: exit 1, named" '[ $rc -eq 1 ] && [[ "$out" == *"not probed whole): [5]"* ]]'
+make_trace 0 "$tmp/late.0" late
+out=$(python3 "$chk" "$tmp/late.0" 2>&1); rc=$?
+ok "a call on symmpin after its shape went back: exit 1, named" '[ $rc -eq 1 ] && [[ "$out" == *"went back: [38]"* ]]'
+make_trace 1 "$tmp/apart.1" apart
+out=$(python3 "$chk" "$tmp/good.0" "$tmp/apart.1" 2>&1); rc=$?
+ok "ranks routing a call apart: exit 1, the call named" '[ $rc -eq 1 ] && [[ "$out" == *"routed all-reduce 28 apart"* ]]'
+python3 - "$tmp/never.0" <<'EOF'
+import sys
+lines = ["#rank=0"]
+for g in range(10):
+    lines += [f"{3 * g + 1} 1 5 ncclGroupStart depth=1",
+              f"{3 * g + 2} 2 5 ncclAllReduce comm=0 rank=0 count=8 dtype=f32 op=sum path=1 reason=0",
+              f"{3 * g + 3} 3 5 ncclGroupEnd depth=0"]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+EOF
+out=$(python3 "$chk" --expect back "$tmp/never.0" 2>&1); rc=$?
+ok "--expect back on groups that stayed: exit 1" '[ $rc -eq 1 ] && [[ "$out" == *"did not go back"* ]]'
+printf '#rank=0\n1 1 5 ncclAllReduce comm=0 rank=0 count=8 path=1 reason=0\n' >"$tmp/eager.0"
+python3 "$chk" "$tmp/eager.0" >/dev/null 2>&1; rc=$?
+ok "no grouped call at all: exit 1" '[ $rc -eq 1 ]'
+python3 "$chk" "$tmp/missing" >/dev/null 2>&1; rc=$?
+ok "an unreadable trace: exit 2" '[ $rc -eq 2 ]'
+
+echo 'DP-TIME layers=12 step_us=952.60 compute_us=900.00 group_us=47.06' >"$tmp/nccl.out"
+echo 'DP-TIME layers=12 step_us=946.20 compute_us=900.00 group_us=49.41' >"$tmp/sym.out"
+out=$(python3 "$chk" --times "$tmp/nccl.out" "$tmp/sym.out" "$tmp/good.0" 2>&1); rc=$?
+ok "--times: the group alone as a ratio" '[ $rc -eq 0 ] && [[ "$out" == *"NCCL 47.06 us, symmpin 49.41 us (1.05 x)"* ]]'
+echo 'nothing' >"$tmp/empty.out"
+python3 "$chk" --times "$tmp/nccl.out" "$tmp/empty.out" "$tmp/good.0" >/dev/null 2>&1; rc=$?
+ok "--times without DP-TIME in one output: exit 1" '[ $rc -eq 1 ]'
+
+echo "1..$n"
+[ "$bad" -eq 0 ]
