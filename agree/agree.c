@@ -316,7 +316,8 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   if (ntimes > SYMMPIN_CHOICE_SHAPES) ntimes = SYMMPIN_CHOICE_SHAPES; /* a callback's slip */
   symmpin_choice_group_entry *groups = a->groups_out;
   size_t ngroups = a->p.ops.shape_times && a->p.ops.group_times
-                       ? a->p.ops.group_times(a->p.ops.ctx, groups, SYMMPIN_CHOICE_GROUPS) : 0;
+                       ? a->p.ops.group_times(a->p.ops.ctx, groups, SYMMPIN_CHOICE_GROUPS)
+                       : 0;
   if (ngroups > SYMMPIN_CHOICE_GROUPS) ngroups = SYMMPIN_CHOICE_GROUPS;
   size_t need = sizeof(record_head) + symmpin_record_encoded_bytes(a->record.ncalls) +
                 ntimes * sizeof times[0] + ngroups * sizeof groups[0];
@@ -329,8 +330,11 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
     a->blob = nb;
     a->blob_cap = need;
   }
-  record_head head = {.call_index = n, .capturing = capturing, .ntimes = (uint32_t)ntimes,
-                      .measuring = a->p.ops.shape_times != NULL, .ngroups = (uint32_t)ngroups,
+  record_head head = {.call_index = n,
+                      .capturing = capturing,
+                      .ntimes = (uint32_t)ntimes,
+                      .measuring = a->p.ops.shape_times != NULL,
+                      .ngroups = (uint32_t)ngroups,
                       .group_max_bytes = a->p.group_max_bytes};
   if (a->p.ops.gpu_facts(a->p.ops.ctx, &head.facts) != SYMMPIN_OK)
     return stop(a, SYMMPIN_AGREE_ERROR, "cannot read this GPU's identity");
@@ -343,10 +347,9 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   memcpy((char *)a->blob + sizeof head + len + ntimes * sizeof times[0], groups,
          ngroups * sizeof groups[0]);
   if (st == SYMMPIN_OK)
-    st = symmpin_board_post(a->board, ROUND_RECORD(a->epoch), a->blob,
-                            sizeof head + len + ntimes * sizeof times[0] +
-                                ngroups * sizeof groups[0],
-                            thread_id());
+    st = symmpin_board_post(
+        a->board, ROUND_RECORD(a->epoch), a->blob,
+        sizeof head + len + ntimes * sizeof times[0] + ngroups * sizeof groups[0], thread_id());
   symmpin_record_restart(&a->record, n);
   if (st != SYMMPIN_OK) return stop(a, SYMMPIN_AGREE_ERROR, "cannot post the call record");
   a->phase = PHASE_RECORD_POSTED;
@@ -382,7 +385,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   symmpin_choice_entry (*times)[SYMMPIN_CHOICE_SHAPES] = a->times_in;
   const symmpin_choice_entry *tp[SYMMPIN_KERNEL_MAX_RANKS];
   size_t ntimes[SYMMPIN_KERNEL_MAX_RANKS];
-  symmpin_choice_group_entry (*groups)[SYMMPIN_CHOICE_GROUPS] = a->groups_in;
+  symmpin_choice_group_entry(*groups)[SYMMPIN_CHOICE_GROUPS] = a->groups_in;
   const symmpin_choice_group_entry *gp[SYMMPIN_KERNEL_MAX_RANKS];
   size_t ngroups[SYMMPIN_KERNEL_MAX_RANKS];
   uint64_t group_max = UINT64_MAX; /* the smallest limit any rank posts; UINT64_MAX: none */
@@ -412,8 +415,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     memcpy(times[r], after, head.ntimes * sizeof times[r][0]);
     tp[r] = times[r];
     /* Unit entries' call counts are checked where they are read (symmpin_choice_group_verdict). */
-    memcpy(groups[r], after + head.ntimes * sizeof times[r][0],
-           head.ngroups * sizeof groups[r][0]);
+    memcpy(groups[r], after + head.ntimes * sizeof times[r][0], head.ngroups * sizeof groups[r][0]);
     gp[r] = groups[r];
     if (symmpin_record_decode(blob + sizeof head, head.record_bytes, &records[r]) != SYMMPIN_OK)
       break;
@@ -448,8 +450,8 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
       const symmpin_plan_shape *x = grouped ? &slower_grouped[i - pol.n_nccl_faster] : &slower[i];
       if (!symmpin_plan_kind_nccl_faster(a->plan, x->count, x->dtype, x->op, grouped))
         SYMMPIN_INFO("comm %d rank %d: %sall-reduces of %llu x %s (%s) ran faster on NCCL on the "
-                     "slowest rank: NCCL takes them from the next plan on", a->p.comm, a->p.rank,
-                     grouped ? "grouped " : "", (unsigned long long)x->count,
+                     "slowest rank: NCCL takes them from the next plan on",
+                     a->p.comm, a->p.rank, grouped ? "grouped " : "", (unsigned long long)x->count,
                      symmpin_dtype_name(x->dtype), symmpin_op_name(x->op));
     }
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&

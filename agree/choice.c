@@ -157,7 +157,8 @@ void symmpin_choice_unit_add(symmpin_choice_unit *u, const symmpin_plan_shape *s
   if (u->ncalls < SYMMPIN_CHOICE_GROUP_CALLS) u->calls[u->ncalls] = *shape;
   if (u->ncalls <= SYMMPIN_CHOICE_GROUP_CALLS) u->ncalls++; /* past the end: too long, stays so */
   u->sig = symmpin_hash_combine(u->sig, shape->count);
-  u->sig = symmpin_hash_combine(u->sig, (uint64_t)(uint32_t)shape->dtype << 32 | (uint32_t)shape->op);
+  u->sig =
+      symmpin_hash_combine(u->sig, (uint64_t)(uint32_t)shape->dtype << 32 | (uint32_t)shape->op);
 }
 
 bool symmpin_choice_group_probe(symmpin_choice *ch, const symmpin_plan_shape *first, bool *timed) {
@@ -204,7 +205,8 @@ bool symmpin_choice_group_want(symmpin_choice *ch, const symmpin_choice_unit *u,
 
 void symmpin_choice_group_add(symmpin_choice *ch, uint64_t sig, bool redirected, double us) {
   unit_samples *s = us >= 0 ? unit_find(ch, sig) : NULL;
-  if (s && s->n[redirected] < SYMMPIN_CHOICE_SAMPLES) s->us[redirected][s->n[redirected]++] = (float)us;
+  if (s && s->n[redirected] < SYMMPIN_CHOICE_SAMPLES)
+    s->us[redirected][s->n[redirected]++] = (float)us;
 }
 
 size_t symmpin_choice_group_export(const symmpin_choice *ch, symmpin_choice_group_entry *out,
@@ -213,9 +215,11 @@ size_t symmpin_choice_group_export(const symmpin_choice *ch, symmpin_choice_grou
   for (size_t i = 0; ch && i < ch->nunits && k < cap; i++) {
     const unit_samples *s = &ch->units[i];
     if (!s->n[0] && !s->n[1]) continue;
-    out[k++] = (symmpin_choice_group_entry){
-        .unit = s->unit, .nccl_ns = median_ns(s->us[0], s->n[0]),
-        .symmpin_ns = median_ns(s->us[1], s->n[1]), .nccl_n = s->n[0], .symmpin_n = s->n[1]};
+    out[k++] = (symmpin_choice_group_entry){.unit = s->unit,
+                                            .nccl_ns = median_ns(s->us[0], s->n[0]),
+                                            .symmpin_ns = median_ns(s->us[1], s->n[1]),
+                                            .nccl_n = s->n[0],
+                                            .symmpin_n = s->n[1]};
   }
   return k;
 }

@@ -3,11 +3,12 @@
  * Once a shape is pinned, its first 2 x SYMMPIN_CHOICE_SAMPLES eager calls alternate between
  * symmpin's kernel and NCCL (probes: the odd ones go to NCCL; symmpin_choice_probe). The calls of
  * a shape come in the same order on every rank, so every rank probes the same calls and the
- * routes stay alike. The engine times them with CUDA events and keeps the samples here. At every plan agreement each rank posts its medians with its record; every rank then
- * applies the same rule to the same posts (symmpin_choice_verdict): a shape whose symmpin time is
- * above its NCCL time, both taken from the slowest rank (the one every rank waits for), goes back
- * to NCCL in the next plan, for good (planner/plan.h SYMMPIN_PLAN_NCCL_FASTER). So every rank
- * makes the same choice for the same call, and symmpin keeps only what it wins.
+ * routes stay alike. The engine times them with CUDA events and keeps the samples here. At every
+ * plan agreement each rank posts its medians with its record; every rank then applies the same rule
+ * to the same posts (symmpin_choice_verdict): a shape whose symmpin time is above its NCCL time,
+ * both taken from the slowest rank (the one every rank waits for), goes back to NCCL in the next
+ * plan, for good (planner/plan.h SYMMPIN_PLAN_NCCL_FASTER). So every rank makes the same choice for
+ * the same call, and symmpin keeps only what it wins.
  *
  * Groups: NCCL runs a group's calls together at ncclGroupEnd (and symmpin launches its part of
  * them together there too), so NCCL's time for one call of a group cannot be told from the

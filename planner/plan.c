@@ -291,8 +291,8 @@ static void drop_carried(symmpin_plan_shape *v, size_t *n, const symmpin_plan *p
 static symmpin_status apply_measured(const symmpin_plan_policy *pol, const symmpin_plan *prev,
                                      symmpin_plan *p, size_t nold) {
   size_t ne = (prev ? prev->n_eager_slow : 0) + (pol->nccl_faster ? pol->n_nccl_faster : 0);
-  size_t ng = (prev ? prev->n_group_slow : 0) +
-              (pol->group_nccl_faster ? pol->n_group_nccl_faster : 0);
+  size_t ng =
+      (prev ? prev->n_group_slow : 0) + (pol->group_nccl_faster ? pol->n_group_nccl_faster : 0);
   p->eager_slow = malloc((ne ? ne : 1) * sizeof(*p->eager_slow));
   p->group_slow = malloc((ng ? ng : 1) * sizeof(*p->group_slow));
   if (!p->eager_slow || !p->group_slow) return SYMMPIN_ERR_NOMEM;
@@ -376,7 +376,7 @@ typedef struct builder {
    * their planned stream: members[run_start[k] .. run_start[k+1]). */
   u64vec members, run_start;
   u64vec grouped;
-  bool groups_alike;   /* this epoch's records have the same calls in the same groups */
+  bool groups_alike; /* this epoch's records have the same calls in the same groups */
 } builder;
 
 static void builder_free(builder *b) {
@@ -687,9 +687,14 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
         for (size_t j = 0; j < records[r]->ncalls && !c; j++)
           if (records[r]->calls[j].site == s->site) c = &records[r]->calls[j];
     }
-    *ps = (symmpin_plan_site){.site = s->site, .count = c->count, .dtype = c->dtype, .op = c->op,
-                              .grouped = s->grouped, .stream_ord = c->stream_ord,
-                              .epoch = p->epoch, .calls = s->calls0};
+    *ps = (symmpin_plan_site){.site = s->site,
+                              .count = c->count,
+                              .dtype = c->dtype,
+                              .op = c->op,
+                              .grouped = s->grouped,
+                              .stream_ord = c->stream_ord,
+                              .epoch = p->epoch,
+                              .calls = s->calls0};
     ps->reason = decide(&b, s, ps);
     if (ps->reason != SYMMPIN_PLAN_PINNED) ps->slot_bytes = 0;
     ps->slot_bytes = align_up(ps->slot_bytes, p->alignment);

@@ -29,21 +29,22 @@ typedef enum symmpin_plan_mode {
 
 /* Why a site is not pinned, or (lookup only) why this call may not use its slot. */
 typedef enum symmpin_plan_reason {
-  SYMMPIN_PLAN_PINNED = 0,       /* redirect */
-  SYMMPIN_PLAN_NOT_ALL_RANKS,    /* some rank's record lacks the site */
-  SYMMPIN_PLAN_DIFFERS,          /* ranks differ: call positions, counts, shapes or streams */
-  SYMMPIN_PLAN_TOO_LARGE,        /* message bytes above max_bytes */
-  SYMMPIN_PLAN_UNSUPPORTED,      /* datatype, op or shape the kernels do not handle */
-  SYMMPIN_PLAN_NO_STREAM,        /* stream ordinal unknown (the comm's stream table was full) */
-  SYMMPIN_PLAN_CONFLICT,         /* a later record showed it in flight with a site sharing its bytes */
-  SYMMPIN_PLAN_STREAM_OFF_PLAN,  /* lookup: this call's stream is not the one planned */
-  SYMMPIN_PLAN_UNPLANNED,        /* lookup: site first seen after the plan */
-  SYMMPIN_PLAN_NCCL_FASTER,      /* its shape ran faster on NCCL than on symmpin's kernel, as
-                                  * measured on every rank (policy.nccl_faster); lookup: this
-                                  * eager call's shape (symmpin_plan_route_kind) */
-  SYMMPIN_PLAN_GROUP_TOO_LARGE,  /* lookup: a grouped call above group_max_bytes */
-  SYMMPIN_PLAN_GROUP_NCCL_FASTER, /* lookup: a grouped call whose shape's groups ran faster on
-                                   * NCCL, as measured on every rank (policy.group_nccl_faster) */
+  SYMMPIN_PLAN_PINNED = 0,    /* redirect */
+  SYMMPIN_PLAN_NOT_ALL_RANKS, /* some rank's record lacks the site */
+  SYMMPIN_PLAN_DIFFERS,       /* ranks differ: call positions, counts, shapes or streams */
+  SYMMPIN_PLAN_TOO_LARGE,     /* message bytes above max_bytes */
+  SYMMPIN_PLAN_UNSUPPORTED,   /* datatype, op or shape the kernels do not handle */
+  SYMMPIN_PLAN_NO_STREAM,     /* stream ordinal unknown (the comm's stream table was full) */
+  SYMMPIN_PLAN_CONFLICT,      /* a later record showed it in flight with a site sharing its bytes */
+  SYMMPIN_PLAN_STREAM_OFF_PLAN, /* lookup: this call's stream is not the one planned */
+  SYMMPIN_PLAN_UNPLANNED,       /* lookup: site first seen after the plan */
+  SYMMPIN_PLAN_NCCL_FASTER,     /* its shape ran faster on NCCL than on symmpin's kernel, as
+                                 * measured on every rank (policy.nccl_faster) */
+  /* Lookup only, the rules of a call's kind (symmpin_plan_route_kind; NCCL_FASTER for an eager
+   * call of a shape in eager_slow): a grouped call above group_max_bytes, or of a shape whose
+   * groups ran faster on NCCL, as measured on every rank (policy.group_nccl_faster). */
+  SYMMPIN_PLAN_GROUP_TOO_LARGE,
+  SYMMPIN_PLAN_GROUP_NCCL_FASTER,
   SYMMPIN_PLAN_REASON_COUNT,
 } symmpin_plan_reason;
 
@@ -74,7 +75,7 @@ typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
  * in symmpin's group launch where NCCL spreads them over its channels (docs/perf-notes.md):
  * above this, grouped calls stay on NCCL until a two-GPU run shows otherwise. */
 #define SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT_KIB 512
-#define SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT \
+#define SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT                                                       \
   ((uint64_t)SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT_KIB << 10)
 /* Slot offsets and sizes in the library's plans (the kernels' slots are multiples of it). */
 #define SYMMPIN_PLAN_ALIGNMENT 256
@@ -165,7 +166,7 @@ typedef struct symmpin_plan {
    * ncclGroupStart/End, in the same groups): only then does a call's being in a group, a
    * rank-local fact, change its route (symmpin_plan_route_kind). */
   bool groups_alike;
-  uint64_t group_max_bytes;     /* policy.group_max_bytes (0 = none) */
+  uint64_t group_max_bytes; /* policy.group_max_bytes (0 = none) */
   /* Shapes whose calls of one kind go to NCCL while their sites stay pinned for the other kind
    * (measured, final): eager calls (eager_slow), calls in groups (group_slow). */
   symmpin_plan_shape *eager_slow, *group_slow;

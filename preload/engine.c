@@ -323,12 +323,13 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   symmpin_agree_params p = {
       .key = c->key, .comm = c->ordinal, .rank = c->rank, .nranks = c->nranks,
       .warmup = (uint32_t)cfg->warmup, .mode = cfg->planner, .max_bytes = cfg->max_bytes,
-      .capture_bytes = cfg->capture_bytes, .group_max_bytes = cfg->group_max_bytes,
+      .capture_bytes = cfg->capture_bytes,
       .timeout_ms = cfg->timeout_ms, .aborting = &c->aborting,
       .ops = {.ctx = c, .gpu_facts = op_gpu_facts, .check_peers = op_check_peers,
               .reserve = op_reserve, .attach = op_attach, .settle = op_settle,
               .first_call_done = op_first_call_done},
   };
+  p.group_max_bytes = cfg->group_max_bytes;
   if (cfg->choose == SYMMPIN_CHOOSE_MEASURE) {
     e->choice = symmpin_choice_new(); /* without memory: the static choice */
     if (e->choice) {
@@ -673,8 +674,8 @@ static void group_unit_close(symmpin_comm *c, struct symmpin_engine_comm *e, boo
 /* A grouped call while every rank measures and groups alike: the group's first call (a new
  * token) decides whether the group is a probe and starts its timing (only where the caller will
  * call symmpin_engine_group_end: may_batch); every call adds its shape to the unit. */
-static void group_unit_note(symmpin_comm *c, struct symmpin_engine_comm *e,
-                            symmpin_engine_call *ec, const symmpin_plan_shape *shape) {
+static void group_unit_note(symmpin_comm *c, struct symmpin_engine_comm *e, symmpin_engine_call *ec,
+                            const symmpin_plan_shape *shape) {
   group_unit *g = &e->grp;
   if (g->token != ec->group_token) {
     group_unit_close(c, e, false); /* a group whose end never came here: no sample */
@@ -781,8 +782,9 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   bool as_group = measuring && ec->group_depth > 0 && plan->groups_alike;
   symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
   if (as_group) group_unit_note(c, e, ec, &shape);
-  else if (ec->capturing && ec->group_depth > 0 && ec->group_token == e->grp.token)
-    e->grp.untimed = true; /* part of the group is captured: not what either path runs eagerly */
+  /* A group partly captured is not what either path runs eagerly: no sample. */
+  if (ec->capturing && ec->group_depth > 0 && ec->group_token == e->grp.token)
+    e->grp.untimed = true;
   if (*reason == SYMMPIN_REASON_NONE && measuring &&
       (as_group ? e->grp.probe : symmpin_choice_probe(e->choice, &shape)))
     *reason = SYMMPIN_REASON_PROBE;

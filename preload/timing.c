@@ -87,8 +87,8 @@ int symmpin_timing_group_start(symmpin_timing **timing, symmpin_comm *c, void *s
   return i;
 }
 
-void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair,
-                              void *stream, uint64_t sig, bool redirected, bool ok) {
+void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair, void *stream,
+                              uint64_t sig, bool redirected, bool ok) {
   if (pair < 0 || !timing || !timing->pairs[pair].group) return;
   timing->pairs[pair].unit = sig;
   timing->pairs[pair].redirected = redirected;

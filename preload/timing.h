@@ -44,8 +44,8 @@ void symmpin_timing_end_on_device(symmpin_timing *timing, const symmpin_comm *c,
 int symmpin_timing_group_start(symmpin_timing **timing, symmpin_comm *c, void *stream);
 /* End a group's pair after the real ncclGroupEnd, from outside any device scope: the sample goes
  * to the unit `sig` on its path (choice.h symmpin_choice_group_add); !ok gives the pair up. */
-void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair,
-                              void *stream, uint64_t sig, bool redirected, bool ok);
+void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair, void *stream,
+                              uint64_t sig, bool redirected, bool ok);
 /* Read up to SYMMPIN_TIMING_READS_PER_CALL finished pairs into the statistics and the choice.
  * Never from a capturing call, and with the capture mode relaxed (cudaEventQuery is "unsafe"
  * while another thread captures in global mode): the caller's part. Safe on NULL. */

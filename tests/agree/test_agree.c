@@ -3,7 +3,8 @@
  *
  * FAKE: the GPU side (symmpin_agree_ops) is a stand-in that "reserves" and "attaches" by checking
  * the export records the ranks post; it can be told to fail on one rank. The real operations
- * (VMM pools, file descriptors between processes) are proven on the GPU by tests/gpu/test_pool and the GPU suite.
+ * (VMM pools, file descriptors between processes) are proven on the GPU by tests/gpu/test_pool and
+ * the GPU suite.
  *
  * What each test guards:
  *  - go: every rank adopts the same plan (digest) at the same call, for 2, 3 and 4 ranks;
@@ -235,11 +236,12 @@ static symmpin_agree *open_rank(world *w, int rank) {
   symmpin_agree_params p = {
       .key = w->key, .comm = 0, .rank = rank, .nranks = w->nranks, .warmup = w->warmup,
       .mode = SYMMPIN_PLAN_SHARED, .max_bytes = 2u << 20, .timeout_ms = w->timeout_ms,
-      .group_max_bytes = w->group_max_bytes[rank], .aborting = &w->aborting,
+      .aborting = &w->aborting,
       .ops = {.ctx = &w->fakes[rank], .gpu_facts = fake_facts, .check_peers = fake_check_peers,
               .reserve = fake_reserve, .attach = fake_attach, .settle = fake_settle,
               .gave_up = fake_gave_up, .first_call_done = fake_first_call_done},
   };
+  p.group_max_bytes = w->group_max_bytes[rank];
   if (w->measures[rank]) {
     p.ops.shape_times = fake_shape_times;
     p.ops.group_times = fake_group_times;
@@ -682,14 +684,17 @@ Test(agree, group_measurements_and_the_group_limit_travel_with_the_records, .tim
   W.group_max_bytes[1] = 1024;
   symmpin_choice_unit u;
   symmpin_choice_unit_init(&u);
-  symmpin_plan_shape a = {256, SYMMPIN_BFLOAT16, SYMMPIN_SUM}, b = {512, SYMMPIN_BFLOAT16, SYMMPIN_SUM};
+  symmpin_plan_shape a = {256, SYMMPIN_BFLOAT16, SYMMPIN_SUM},
+                     b = {512, SYMMPIN_BFLOAT16, SYMMPIN_SUM};
   symmpin_choice_unit_add(&u, &a);
   symmpin_choice_unit_add(&u, &b);
   for (int k = 0; k < 2; k++) {
     W.measures[k] = W.posts_group_times[k] = true;
-    W.group_times[k] = (symmpin_choice_group_entry){
-        .unit = u, .nccl_ns = 20000, .symmpin_ns = k ? 25000 : 10000, .nccl_n = 16,
-        .symmpin_n = 16};
+    W.group_times[k] = (symmpin_choice_group_entry){.unit = u,
+                                                    .nccl_ns = 20000,
+                                                    .symmpin_ns = k ? 25000 : 10000,
+                                                    .nccl_n = 16,
+                                                    .symmpin_n = 16};
   }
   world_run(&W);
   assert_same_everywhere(&W);
@@ -708,12 +713,11 @@ Test(agree, group_measurements_and_the_group_limit_travel_with_the_records, .tim
       for (uint64_t count = 256; count <= 768; count += 256) {
         c.count = count;
         c.site = 0x1000 + count / 256 - 1;
-        symmpin_plan_reason want = !grouped     ? SYMMPIN_PLAN_PINNED
+        symmpin_plan_reason want = !grouped      ? SYMMPIN_PLAN_PINNED
                                    : count < 768 ? SYMMPIN_PLAN_GROUP_NCCL_FASTER
                                                  : SYMMPIN_PLAN_GROUP_TOO_LARGE;
-        cr_assert_eq(symmpin_agree_route(W.agree[k], &c, &slot), want,
-                     "rank %d, %s call of %llu", k, grouped ? "grouped" : "eager",
-                     (unsigned long long)count);
+        cr_assert_eq(symmpin_agree_route(W.agree[k], &c, &slot), want, "rank %d, %s call of %llu",
+                     k, grouped ? "grouped" : "eager", (unsigned long long)count);
         cr_assert_eq(slot != NULL, want == SYMMPIN_PLAN_PINNED);
       }
     }

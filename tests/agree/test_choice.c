@@ -148,8 +148,8 @@ Test(choice, group_units_keep_their_samples_and_export_medians) {
 
 static symmpin_choice_group_entry gentry(const symmpin_choice_unit *u, uint32_t nccl_ns,
                                          uint32_t sym_ns, uint32_t n) {
-  return (symmpin_choice_group_entry){.unit = *u, .nccl_ns = nccl_ns, .symmpin_ns = sym_ns,
-                                      .nccl_n = n, .symmpin_n = n};
+  return (symmpin_choice_group_entry){
+      .unit = *u, .nccl_ns = nccl_ns, .symmpin_ns = sym_ns, .nccl_n = n, .symmpin_n = n};
 }
 
 /* The verdict on groups: a unit whose slowest symmpin median is above its slowest NCCL median on
@@ -161,8 +161,10 @@ Test(choice, group_verdict_gives_back_a_slower_units_shapes) {
   const symmpin_plan_shape *aba[] = {&A, &B, &A}, *cc[] = {&C, &C};
   symmpin_choice_unit slow = unit_of(aba, 3), fast = unit_of(cc, 2);
   /* slow: symmpin 30 / 42 us vs NCCL 40 / 41: slowest 42 > 41. fast: 5 / 6 vs 9 / 8. */
-  symmpin_choice_group_entry r0[] = {gentry(&slow, 40000, 30000, 16), gentry(&fast, 9000, 5000, 16)};
-  symmpin_choice_group_entry r1[] = {gentry(&fast, 8000, 6000, 16), gentry(&slow, 41000, 42000, 16)};
+  symmpin_choice_group_entry r0[] = {gentry(&slow, 40000, 30000, 16),
+                                     gentry(&fast, 9000, 5000, 16)};
+  symmpin_choice_group_entry r1[] = {gentry(&fast, 8000, 6000, 16),
+                                     gentry(&slow, 41000, 42000, 16)};
   const symmpin_choice_group_entry *all[] = {r0, r1};
   size_t n[] = {2, 2};
   symmpin_plan_shape out[8];

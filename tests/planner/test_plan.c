@@ -465,7 +465,9 @@ Test(plan, shapes_measured_faster_on_nccl_are_demoted_for_good) {
  * are. group_max_bytes keeps larger grouped calls off their slots. All of it in the digest. */
 Test(plan, a_kind_measured_slower_leaves_the_other_kind_its_slot) {
   /* Sites 1 (100 f32) and 3 (300 f32) in one group (token 5); 2 (200) and 4 (300) eager. */
-  tcall e0[] = {{1, 100, F32, SUM, 0, 5}, {3, 300, F32, SUM, 0, 5}, {2, 200, F32, SUM, 0, 0},
+  tcall e0[] = {{1, 100, F32, SUM, 0, 5},
+                {3, 300, F32, SUM, 0, 5},
+                {2, 200, F32, SUM, 0, 0},
                 {4, 300, F32, SUM, 0, 0}};
   symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
   pol.group_max_bytes = 1000; /* 300 f32 = 1200 B */

@@ -641,7 +641,9 @@ static void groups_script(void) {
   for (int k = 0; k < RANKS; k++)
     for (size_t i = 0; i < CALLS; i++) {
       bool b = i % 2;
-      W.script[k][i] = (spec){.site = b ? 0xB : 0xA, .count = b ? 512 : 256, .stream = S0,
+      W.script[k][i] = (spec){.site = b ? 0xB : 0xA,
+                              .count = b ? 512 : 256,
+                              .stream = S0,
                               .group = i % 4 < 2 ? (int)(i / 4) + 1 : 0};
     }
 }
@@ -699,8 +701,10 @@ Test(engine, grouped_calls_measured_slower_go_back_to_nccl_and_eager_ones_stay) 
                  b->reason);
     cr_assert(a->reason == SYMMPIN_REASON_PROBE || a->reason == SYMMPIN_REASON_NONE,
               "group at %zu: reason %d", i + 1, a->reason);
-    if (a->reason == SYMMPIN_REASON_PROBE) probe_groups++;
-    else symmpin_groups++;
+    if (a->reason == SYMMPIN_REASON_PROBE)
+      probe_groups++;
+    else
+      symmpin_groups++;
   }
   cr_assert_eq(probe_groups, SYMMPIN_CHOICE_SAMPLES, "probe groups: %zu", probe_groups);
   cr_assert_geq(symmpin_groups, SYMMPIN_CHOICE_SAMPLES);
@@ -710,8 +714,8 @@ Test(engine, grouped_calls_measured_slower_go_back_to_nccl_and_eager_ones_stay) 
       cr_assert_not(o->taken, "grouped call %zu after the demotion", i + 1);
       cr_assert_eq(o->reason, SYMMPIN_REASON_GROUP_MEASURED, "grouped call %zu", i + 1);
     } else {
-      cr_assert(o->taken || o->reason == SYMMPIN_REASON_PROBE, "eager call %zu: reason %d",
-                i + 1, o->reason);
+      cr_assert(o->taken || o->reason == SYMMPIN_REASON_PROBE, "eager call %zu: reason %d", i + 1,
+                o->reason);
     }
   }
   cr_assert_eq(first_with(0, false, SYMMPIN_REASON_MEASURED), W.ncalls, "an eager call went back");
@@ -733,8 +737,8 @@ Test(engine, eager_calls_measured_slower_go_back_to_nccl_and_grouped_ones_stay) 
     const outcome *o = &W.out[0][i];
     bool b = W.script[0][i].count == 512;
     if (W.script[0][i].group) {
-      cr_assert(o->taken || o->reason == SYMMPIN_REASON_PROBE, "grouped call %zu: reason %d",
-                i + 1, o->reason);
+      cr_assert(o->taken || o->reason == SYMMPIN_REASON_PROBE, "grouped call %zu: reason %d", i + 1,
+                o->reason);
     } else if (gone[b]) {
       cr_assert_eq(o->reason, SYMMPIN_REASON_MEASURED, "eager call %zu after its demotion", i + 1);
     } else {

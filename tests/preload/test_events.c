@@ -565,9 +565,14 @@ Test(events, an_engine_that_asks_is_told_the_outermost_group_end) {
   stand_in_hold = false;
   stand_in_want_group_end = true;
   stand_in_group_ends = 0;
-  symmpin_allreduce_call nccl_call = {.send = (void *)0x900000, .recv = (void *)0x900000,
-                                      .count = 16, .dtype = 9, .op = 4, .comm = h,
-                                      .stream = NULL, .stack = 0xfeed};
+  symmpin_allreduce_call nccl_call = {.send = (void *)0x900000,
+                                      .recv = (void *)0x900000,
+                                      .count = 16,
+                                      .dtype = 9,
+                                      .op = 4,
+                                      .comm = h,
+                                      .stream = NULL,
+                                      .stack = 0xfeed};
   int rc = -1;
   cr_assert_not(symmpin_event_allreduce(&nccl_call, &rc), "outside a group");
   cr_assert_not(stand_in_last_call.group_end, "outside a group nothing is asked");
