@@ -21,7 +21,8 @@
 #include "engine_fakes.h"
 
 #define RANKS 2
-#define CALLS 400
+#define CALLS 400 /* a script's calls, unless a test makes more */
+#define MAX_CALLS 800
 #define WARMUP 16
 
 #define S0 ((void *)0x100)   /* every rank's main stream */
@@ -58,9 +59,9 @@ typedef struct outcome {
 
 typedef struct world {
   symmpin_comm_key key;
-  spec script[RANKS][CALLS];
+  spec script[RANKS][MAX_CALLS];
   size_t ncalls;
-  outcome out[RANKS][CALLS];
+  outcome out[RANKS][MAX_CALLS];
   _Atomic int progress[RANKS];
   float kernel_ms, other_ms; /* nonzero: the fake event times (fake_set_elapsed) */
   float group_ms;            /* nonzero: a group launch's time (fake_set_elapsed_group) */
@@ -682,7 +683,7 @@ static size_t first_with(size_t from, bool grouped, symmpin_reason r) {
 
 /* A group kernel slower than NCCL's group, single kernels faster than NCCL's calls: after the
  * plan, whole groups alternate between symmpin and NCCL (both calls of a group are probes or
- * neither, the same groups on both ranks: 16 of the first 32 groups); then a plan sends the
+ * neither, the same groups on both ranks: every other group); then a plan sends the
  * grouped calls of A and B back to NCCL, on both ranks at the same call and for good (reason
  * group_measured), while their eager calls stay on symmpin (never `measured`). Before, grouped
  * calls were never timed: they stayed on symmpin's slower group kernel. */
@@ -706,8 +707,9 @@ Test(engine, grouped_calls_measured_slower_go_back_to_nccl_and_eager_ones_stay) 
     else
       symmpin_groups++;
   }
-  cr_assert_eq(probe_groups, SYMMPIN_CHOICE_SAMPLES, "probe groups: %zu", probe_groups);
-  cr_assert_geq(symmpin_groups, SYMMPIN_CHOICE_SAMPLES);
+  cr_assert(probe_groups >= SYMMPIN_CHOICE_MIN && probe_groups <= SYMMPIN_CHOICE_SAMPLES,
+            "probe groups before the verdict: %zu", probe_groups);
+  cr_assert_geq(symmpin_groups, SYMMPIN_CHOICE_MIN);
   for (size_t i = back; i < W.ncalls; i++) {
     const outcome *o = &W.out[0][i];
     if (W.script[0][i].group) {
@@ -792,6 +794,58 @@ Test(engine, ranks_that_group_differently_route_grouped_calls_as_eager_ones) {
     cr_assert_neq(W.out[0][i].rc, 6, "call %zu in the error state", i + 1);
   }
   cr_assert(W.out[0][W.ncalls - 3].taken, "rank 0's last grouped B");
+}
+
+/* The data-parallel case (tests/apps/dp_groups.cu, scaled): every step, one group of 12 gradients
+ * of different sizes, the largest first, the two largest above the group limit (256 KiB here:
+ * 98304 and 153600 floats). symmpin's part of the group (10 calls, one launch) plus NCCL's part
+ * timed slower than NCCL's whole group: the groups are probed whole (the first call, which
+ * NCCL takes anyway, decides), and then every grouped call goes to NCCL on both ranks at the same
+ * call, for good (group_measured, and group for the two largest). */
+Test(engine, a_group_of_twelve_gradients_measured_slower_goes_back_whole) {
+  static const size_t counts[12] = {153600, 98304, 49152, 24576, 12288, 6144,
+                                    3072,   1536,  768,   384,   192,   96};
+  world_init();
+  symmpin_config cfg = *symmpin_config_get();
+  cfg.choose = SYMMPIN_CHOOSE_MEASURE;
+  cfg.group_max_bytes = 256u << 10;
+  symmpin_config_set_for_tests(&cfg);
+  W.ncalls = 60 * 12;
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < W.ncalls; i++)
+      W.script[k][i] = (spec){.site = 0x500 + i % 12,
+                              .count = counts[i % 12],
+                              .stream = S1,
+                              .group = (int)(i / 12) + 1};
+  W.kernel_ms = W.group_ms = 0.040f;
+  W.other_ms = 0.020f;
+  world_run();
+  assert_routes_alike();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64, "redirected from call %zu", go + 1);
+  size_t back = first_with(go, true, SYMMPIN_REASON_GROUP_MEASURED);
+  cr_assert_lt(back, W.ncalls - 12 * 5, "the groups went back (at call %zu)", back + 1);
+  size_t probe_groups = 0;
+  for (size_t g = go / 12 + 1; g < back / 12; g++) {
+    bool probe = W.out[0][12 * g + 2].reason == SYMMPIN_REASON_PROBE;
+    probe_groups += probe;
+    for (size_t i = 12 * g; i < 12 * g + 12; i++) {
+      symmpin_reason want = i % 12 < 2 ? SYMMPIN_REASON_GROUP
+                            : probe    ? SYMMPIN_REASON_PROBE
+                                       : SYMMPIN_REASON_NONE;
+      cr_assert_eq(W.out[0][i].reason, want, "group %zu call %zu: %d", g + 1, i + 1,
+                   W.out[0][i].reason);
+    }
+  }
+  /* The verdict needs 8 samples of each path on every rank: it may come before all 16 probes. */
+  cr_assert(probe_groups >= SYMMPIN_CHOICE_MIN && probe_groups <= SYMMPIN_CHOICE_SAMPLES,
+            "probe groups before the verdict: %zu", probe_groups);
+  for (size_t i = (back / 12 + 1) * 12; i < W.ncalls; i++) {
+    cr_assert_not(W.out[0][i].taken, "call %zu after the groups went back", i + 1);
+    cr_assert_eq(W.out[0][i].reason,
+                 i % 12 < 2 ? SYMMPIN_REASON_GROUP : SYMMPIN_REASON_GROUP_MEASURED, "call %zu",
+                 i + 1);
+  }
 }
 
 /* ---- the program's own CUDA errors ---- */
