@@ -106,6 +106,9 @@ int symmpin_event_group_flush(void);
 /* Before the real ncclGroupSimulateEnd (which runs nothing): at the outermost one, drop the calls
  * held for the group. */
 void symmpin_event_group_drop(void);
+/* After the real ncclGroupEnd or ncclGroupSimulateEnd (rc: its result): at the outermost one,
+ * tell the engines that held calls or asked for it (the choice times a group whole, engine.h
+ * symmpin_engine_group_end), then leave the group. */
 void symmpin_event_group_end(int rc);
 
 typedef struct symmpin_allreduce_call {
