@@ -3,7 +3,8 @@
 (SYMMPIN_TRACE, docs/trace-format.md; one file per process) and, optionally, the program's
 DP-TIME lines without and with symmpin (tests/apps/dp_groups.cu).
 
-  check_groups.py [--expect back|stay|any] [--times NCCL_OUT SYMMPIN_OUT] TRACE...
+  check_groups.py [--expect back|stay|any] [--times NCCL_OUT SYMMPIN_OUT] [--stats JSON]...
+                  TRACE...
 
 Per rank and communicator, the groups (the all-reduces between a thread's outermost
 ncclGroupStart and ncclGroupEnd) in order, and:
@@ -17,10 +18,13 @@ ncclGroupStart and ncclGroupEnd) in order, and:
 --expect back: the groups must have gone back (one GPU with one-rank communicators, where NCCL's
 all-reduce is a copy); stay: they must not; any (default): either, said which.
 --times: the group alone, NCCL against symmpin (group_us of DP-TIME), as a ratio.
+--stats (repeatable): a statistics file (SYMMPIN_STATS_FILE); each site's calls, redirected ones
+and reasons are shown (no check).
 Prints "= " lines (the GPU suite shows them); exit 0 when every check holds, 1 when one fails,
 2 on bad usage or unreadable files.
 """
 import argparse
+import json
 import re
 import sys
 
@@ -109,10 +113,20 @@ def group_us(path):
     return float(m[-1]) if m else None
 
 
+def show_stats(path):
+    with open(path) as f:
+        for c in json.load(f).get("comms", []):
+            for s in c.get("sites", []):
+                reasons = " ".join(f"{k}={v}" for k, v in sorted(s.get("reasons", {}).items()))
+                print(f"= rank {c['rank']} site {s['site']} count {s['count']}: {s['calls']} calls, "
+                      f"{s['redirected']} redirected; {reasons}")
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--expect", choices=("back", "stay", "any"), default="any")
     p.add_argument("--times", nargs=2, metavar=("NCCL_OUT", "SYMMPIN_OUT"))
+    p.add_argument("--stats", action="append", default=[], metavar="JSON")
     p.add_argument("traces", nargs="+")
     a = p.parse_args(argv)
     groups, calls = {}, {}
@@ -122,7 +136,9 @@ def main(argv):
             groups.update(g)
             calls.update(c)
         times = [group_us(x) for x in a.times] if a.times else None
-    except OSError as e:
+        for path in a.stats:
+            show_stats(path)
+    except (OSError, ValueError, KeyError) as e:
         print(f"= cannot read: {e}")
         return 2
     if not groups:

@@ -2,7 +2,8 @@
 # scripts/check_groups.py on made-up traces of a grouped program (TAP, CPU): two ranks, 40 groups
 # of 3 calls (warm-up, then probe groups alternating with groups on symmpin, then back to NCCL
 # for good) pass; a probe group with a call on symmpin, a call on symmpin after its shape went
-# back, ranks routing a call apart, and the wrong --expect fail; --times reads DP-TIME.
+# back, ranks routing a call apart, and the wrong --expect fail; --times reads DP-TIME, --stats
+# shows each site's reasons.
 # Arguments: SOURCE_ROOT
 set -u
 root=$1
@@ -89,6 +90,19 @@ ok "--times: the group alone as a ratio" '[ $rc -eq 0 ] && [[ "$out" == *"NCCL 4
 echo 'nothing' >"$tmp/empty.out"
 python3 "$chk" --times "$tmp/nccl.out" "$tmp/empty.out" "$tmp/good.0" >/dev/null 2>&1; rc=$?
 ok "--times without DP-TIME in one output: exit 1" '[ $rc -eq 1 ]'
+
+cat >"$tmp/stats.json" <<'JSON'
+{"version": 1, "comms": [
+  {"ordinal": 0, "rank": 0, "nranks": 1, "device": 0, "sites": [
+    {"site": "0x0000000000000001", "count": 384, "dtype": "bf16", "op": "avg", "calls": 130, "bytes": 99840, "redirected": 12, "nccl": 118, "reasons": {"warmup": 3, "probe": 16, "group_measured": 99}}]}
+]}
+JSON
+out=$(python3 "$chk" --stats "$tmp/stats.json" "$tmp/good.0" 2>&1); rc=$?
+ok "--stats: each site's calls and reasons" \
+  '[ $rc -eq 0 ] && [[ "$out" == *"site 0x0000000000000001 count 384: 130 calls, 12 redirected; group_measured=99 probe=16 warmup=3"* ]]'
+printf '{"comms": [{"rank": 0, "sites": [{"site": 1}]}]}' >"$tmp/bad.json"
+python3 "$chk" --stats "$tmp/bad.json" "$tmp/good.0" >/dev/null 2>&1; rc=$?
+ok "--stats on a file without the fields: exit 2" '[ $rc -eq 2 ]'
 
 echo "1..$n"
 [ "$bad" -eq 0 ]
