@@ -34,7 +34,9 @@ static volatile uint64_t sink;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  symmpin_log_configure(SYMMPIN_LOG_NONE, -1);
+  /* SYMMPIN_FUZZ_DEBUG=1: the library's log at INFO (what one input does, when reproducing). */
+  const char *debug = getenv("SYMMPIN_FUZZ_DEBUG");
+  symmpin_log_configure(debug && *debug == '1' ? SYMMPIN_LOG_INFO : SYMMPIN_LOG_NONE, -1);
   my_pidns = board_pidns_self();
   if (getrandom(key_base, sizeof key_base, 0) != (ssize_t)sizeof key_base) abort();
   return 0;

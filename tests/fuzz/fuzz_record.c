@@ -1,18 +1,18 @@
 /* libFuzzer target: a peer's record blob as the agreement reads it (agree/agree.c, the record
  * round: its head, the encoded call record of planner/record.h, its measurements of choice.h).
  *
- * Rank 0 is a real agreement (agree/agree.h) on a real board, making the calls of agree_world.h
- * with a FAKE GPU side. This target is rank 1 of the same board, posting with the board's own
- * calls: the input as its record blob of the first epoch, and after that whatever rank 0 posted
- * (its plan round, an "attached" yes, its later records), so that a blob that parses leads rank 0
- * through the plan, attach, GO, routing under the plan (with the route log check against rank 1's
- * log, empty) and a later epoch. Rank 1 posts from this very thread, so a wait of rank 0 for a post
- * rank 1 never makes ends at once (the board tells a wait that would deadlock), never by timeout.
+ * Two real agreements (agree/agree.h), ranks 0 and 1 of one real board, both driven by this
+ * thread call by call with agree_world.h's calls and a FAKE GPU side, as test_agree drives them.
+ * Rank 1's post of the first record round is replaced by the input on its way to the board
+ * (linked with -Wl,--wrap=symmpin_board_post); everything else is what the ranks post
+ * themselves. Both ranks read both records, so a blob that parses leads both through the plan,
+ * attach, GO, routing under the plan with the route log check, and later epochs.
  *
- * Checked: rank 0 never stops for an error of its own (an agreement that ends is "not one host"
- * or "no P2P", never SYMMPIN_AGREE_ERROR), a plan it adopts has a pinned slot for every call it
- * routes there, inside the plan's pool. The seeds (corpus/fuzz_record/) are real record blobs
- * (tests/fuzz/make_seeds.c) of the same calls. */
+ * Checked: neither rank stops on an error of its own (SYMMPIN_AGREE_ERROR); at the end both have
+ * the same plan (or none), the same stop state and the same "measuring"; after every call they
+ * agree whether a plan is in force; a pinned call's slot has the call's shape and lies inside the
+ * plan's pool; no route alarm (both route alike). The seeds (corpus/fuzz_record/) are real record
+ * blobs of these calls (tests/fuzz/make_seeds.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,79 +25,85 @@
 #include "symmem/board.h"
 #include "tests/fuzz/agree_world.h"
 
-#define HELLO_ROUND 1u
-#define RECORD_ROUND(e) (3u * (e) - 1u)
+#define RECORD_ROUND_1 2u /* round 3e-1 of epoch 1 (agree.h) */
 
 static uint64_t key_base[2], key_counter;
-static const int rank0 = 0;
+static int stepping = -1;          /* the rank whose step is running */
+static const uint8_t *inject;      /* this input, until rank 1 has posted it */
+static size_t inject_len;
+
+symmpin_status __real_symmpin_board_post(symmpin_board *b, uint32_t round, const void *blob,
+                                         size_t bytes, uint64_t tid);
+symmpin_status __wrap_symmpin_board_post(symmpin_board *b, uint32_t round, const void *blob,
+                                         size_t bytes, uint64_t tid) {
+  if (stepping == 1 && round == RECORD_ROUND_1 && inject) {
+    blob = inject;
+    bytes = inject_len;
+    inject = NULL;
+  }
+  return __real_symmpin_board_post(b, round, blob, bytes, tid);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  symmpin_log_configure(SYMMPIN_LOG_NONE, -1);
+  /* SYMMPIN_FUZZ_DEBUG=1: the library's log at INFO (what one input does, when reproducing). */
+  const char *debug = getenv("SYMMPIN_FUZZ_DEBUG");
+  symmpin_log_configure(debug && *debug == '1' ? SYMMPIN_LOG_INFO : SYMMPIN_LOG_NONE, -1);
   if (getrandom(key_base, sizeof key_base, 0) != (ssize_t)sizeof key_base) abort();
   return 0;
 }
 
-static void fail(const char *what, uint64_t n) {
-  fprintf(stderr, "fuzz_record: %s (call %llu)\n", what, (unsigned long long)n);
+static void fail(const char *what, int rank, uint64_t n) {
+  fprintf(stderr, "fuzz_record: rank %d, call %llu: %s\n", rank, (unsigned long long)n, what);
   abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > SYMMPIN_BOARD_BLOB_MAX) return 0; /* more than a rank can post */
+  static const int ranks[WORLD_RANKS] = {0, 1};
   symmpin_comm_key key = {key_base[0], key_base[1] + ++key_counter};
-  uint64_t tid = (uint64_t)gettid();
-
-  symmpin_agree_params p = world_params(key, &rank0);
-  symmpin_agree *a = NULL;
-  if (symmpin_agree_open(&p, &a) != SYMMPIN_OK) abort();
-  symmpin_board *peer = NULL;
-  if (symmpin_board_open(key, 1, WORLD_RANKS, &peer) != SYMMPIN_OK) abort();
-  static const int32_t hello[2] = {4242, 0};
-  if (symmpin_board_post(peer, HELLO_ROUND, hello, sizeof hello, tid) != SYMMPIN_OK) abort();
-
-  uint32_t posted = HELLO_ROUND; /* rank 1's last round */
+  symmpin_agree *a[WORLD_RANKS];
+  for (int r = 0; r < WORLD_RANKS; r++) {
+    symmpin_agree_params p = world_params(key, &ranks[r]);
+    if (symmpin_agree_open(&p, &a[r]) != SYMMPIN_OK) abort();
+  }
+  inject = data;
+  inject_len = size;
   for (uint64_t n = 1; n <= WORLD_CALLS; n++) {
     symmpin_agree_call c = world_call(n);
-    (void)symmpin_agree_step(a, n, &c);
-    if (symmpin_agree_stopped(a) == SYMMPIN_AGREE_ERROR) fail("rank 0 stopped on an error", n);
-    const symmpin_plan *plan = symmpin_agree_plan(a);
-    if (plan) {
+    for (int r = 0; r < WORLD_RANKS; r++) {
+      stepping = r;
+      (void)symmpin_agree_step(a[r], n, &c);
+      stepping = -1;
+      if (symmpin_agree_stopped(a[r]) == SYMMPIN_AGREE_ERROR) fail("stopped on an error", r, n);
+      const symmpin_plan *plan = symmpin_agree_plan(a[r]);
+      if (!plan) continue;
       const symmpin_plan_site *slot = NULL;
-      if (symmpin_agree_route(a, &c, &slot) == SYMMPIN_PLAN_PINNED) {
+      if (symmpin_agree_route(a[r], &c, &slot) == SYMMPIN_PLAN_PINNED) {
         if (!slot || !slot->pinned || slot->count != c.count || slot->dtype != c.dtype ||
             slot->op != c.op)
-          fail("a call routed to a slot of another shape", n);
+          fail("a call routed to a slot of another shape", r, n);
         if (slot->offset + slot->slot_bytes > plan->pool_bytes)
-          fail("a pinned slot outside the plan's pool", n);
+          fail("a pinned slot outside the plan's pool", r, n);
+      } else {
+        slot = NULL;
       }
-      symmpin_agree_route_log(a, n, &c, slot);
+      symmpin_agree_route_log(a[r], n, &c, slot);
       symmpin_alarm al;
-      (void)symmpin_agree_route_check(a, 8, &al);
+      if (symmpin_agree_route_check(a[r], 8, &al)) fail("the ranks routed a call differently", r, n);
     }
-    /* Rank 1 answers what rank 0 posted at this call: its latest round (an epoch that failed
-     * leaves rounds out). */
-    uint32_t round = 0;
-    size_t bytes = 0;
-    const void *blob = NULL;
-    for (uint32_t r = posted + 1; r <= posted + 12; r++) {
-      size_t b = 0;
-      const void *q = symmpin_board_blob(peer, r, 0, &b);
-      if (q) round = r, blob = q, bytes = b;
-    }
-    if (!round) continue;
-    static const int32_t attached[1] = {1};
-    if (round == RECORD_ROUND(1)) {
-      blob = data;
-      bytes = size;
-    } else if (round % 3 == 1) { /* the "attached" round of an epoch */
-      blob = attached;
-      bytes = sizeof attached;
-    }
-    if (symmpin_board_post(peer, round, blob, bytes, tid) != SYMMPIN_OK) abort();
-    posted = round;
+    /* A GO is adopted by every rank at the same call (docs/design.md). */
+    if ((symmpin_agree_plan(a[0]) == NULL) != (symmpin_agree_plan(a[1]) == NULL))
+      fail("one rank has a plan, the other none", 1, n);
   }
-  symmpin_board_close(peer);
-  symmpin_agree_close(a);
+  const symmpin_plan *p0 = symmpin_agree_plan(a[0]), *p1 = symmpin_agree_plan(a[1]);
+  if (p0 && p1 && (p0->digest != p1->digest || p0->pool_bytes != p1->pool_bytes))
+    fail("the ranks ended with different plans", 1, WORLD_CALLS);
+  if (symmpin_agree_stopped(a[0]) != symmpin_agree_stopped(a[1]))
+    fail("the ranks ended in different stop states", 1, WORLD_CALLS);
+  if (symmpin_agree_measuring(a[0]) != symmpin_agree_measuring(a[1]))
+    fail("the ranks disagree on measuring", 1, WORLD_CALLS);
+  for (int r = 0; r < WORLD_RANKS; r++) symmpin_agree_close(a[r]);
+  inject = NULL;
   return 0;
 }

@@ -9,8 +9,8 @@
  *     one round: the writer and the reader agree on every field);
  *   - every "#where=" location is findable by its stack;
  * then all files go through symmpin_replay_run as `symmpin replay` runs them: the text report with
- * the shortest warm-up (plans from a few lines per rank) and the shared planner, the JSON report
- * with the default warm-up and the dedicated planner. */
+ * the shortest warm-up (plans from a few lines per rank) and the shared planner, or (the input's
+ * last byte odd) the JSON report with the default warm-up and the dedicated planner. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,7 +40,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   devnull = fopen("/dev/null", "w");
   if (!devnull) abort();
   /* Warnings about malformed lines would flood the output (and cost most of the time). */
-  symmpin_log_configure(SYMMPIN_LOG_NONE, -1);
+  /* SYMMPIN_FUZZ_DEBUG=1: the library's log at INFO (what one input does, when reproducing). */
+  const char *debug = getenv("SYMMPIN_FUZZ_DEBUG");
+  symmpin_log_configure(debug && *debug == '1' ? SYMMPIN_LOG_INFO : SYMMPIN_LOG_NONE, -1);
   return 0;
 }
 
@@ -110,16 +112,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   /* The replay reads every file itself and fails on the first unreadable one, as the tool does. */
   if (readable == nfiles && !huge) {
-    /* The shortest warm-up first (plans from a few lines per rank), then the default. */
-    symmpin_replay_options o = {.mode = SYMMPIN_PLAN_SHARED,
-                                .warmup = SYMMPIN_WARMUP_MIN_CALLS,
+    /* One of two runs, by the input's last byte (each costs as much as all the reading): the
+     * text report with the shortest warm-up (plans from a few lines per rank) and the shared
+     * planner, or the JSON report with the default warm-up and the dedicated planner. */
+    bool json = size && (data[size - 1] & 1);
+    symmpin_replay_options o = {.mode = json ? SYMMPIN_PLAN_DEDICATED : SYMMPIN_PLAN_SHARED,
+                                .warmup = json ? SYMMPIN_WARMUP_DEFAULT : SYMMPIN_WARMUP_MIN_CALLS,
                                 .max_bytes = SYMMPIN_PLAN_MAX_BYTES_DEFAULT,
                                 .capture_bytes = SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT,
+                                .json = json,
                                 .kernels = &symmpin_agree_kernels};
-    (void)symmpin_replay_run(paths, nfiles, &o, devnull);
-    o.json = true;
-    o.mode = SYMMPIN_PLAN_DEDICATED;
-    o.warmup = SYMMPIN_WARMUP_DEFAULT;
     (void)symmpin_replay_run(paths, nfiles, &o, devnull);
   }
   for (int k = 0; k < nfiles; k++) close(fds[k]);
