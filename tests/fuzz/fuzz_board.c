@@ -47,12 +47,14 @@ static void fail(const char *what) {
   abort();
 }
 
+/* The pid namespace leads a process record; the image may end inside the record (trailing zeros
+ * are not in the seeds). */
 static void patch_proc(unsigned char *img, size_t len, size_t off) {
-  if (off + sizeof(struct board_proc) > len) return;
-  struct board_proc p;
-  memcpy(&p, img + off, sizeof p);
-  if (p.pidns == 1) p.pidns = my_pidns;
-  memcpy(img + off, &p, sizeof p);
+  _Static_assert(offsetof(struct board_proc, pidns) == 0, "pidns leads a process record");
+  uint64_t ns;
+  if (off + sizeof ns > len) return;
+  memcpy(&ns, img + off, sizeof ns);
+  if (ns == 1) memcpy(img + off, &my_pidns, sizeof ns);
 }
 
 static void read_board(symmpin_board *b, int nranks) {
