@@ -105,7 +105,10 @@ static void write_board(symmpin_board *b, int rank) {
     if (v != SYMMPIN_VERDICT_GO && v != SYMMPIN_VERDICT_FAIL) fail("decide gave no verdict");
     if (symmpin_board_verdict(b, last + 1) != v) fail("the verdict that stands is not the one decided");
   }
+  /* The next call after the one the board says was logged last (a rank counts its own calls from
+   * 1; a board left at UINT64_MAX wraps to 0, which no rank logs). */
   uint64_t call = symmpin_board_route_last(b, rank) + 1;
+  if (call == 0) call = 1;
   symmpin_board_route_put(b, call, 0x5150, 0x7e57);
   uint64_t sig, site;
   if (rank < SYMMPIN_BOARD_ROUTE_RANKS &&
