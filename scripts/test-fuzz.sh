@@ -8,7 +8,7 @@
 # details and how to reproduce one.
 #
 # Usage: scripts/test-fuzz.sh [target...]   (default: all four)
-# Environment: SYMMPIN_FUZZ_SECONDS (per target, default 45), SYMMPIN_FUZZ_BUILD_DIR (default
+# Environment: SYMMPIN_FUZZ_SECONDS (per target, default 60), SYMMPIN_FUZZ_BUILD_DIR (default
 # build-fuzz), CC (default clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ cc=${CC:-clang}
 SYMMPIN_SETUP_CPU_ONLY=1 scripts/setup.sh "libclang-rt-$("$cc" -dumpversion | cut -d. -f1)-dev"
 
 build=${SYMMPIN_FUZZ_BUILD_DIR:-build-fuzz}
-secs=${SYMMPIN_FUZZ_SECONDS:-45}
+secs=${SYMMPIN_FUZZ_SECONDS:-60}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_trace fuzz_board fuzz_record fuzz_config)
 if [ ! -f "$build/build.ninja" ]; then
