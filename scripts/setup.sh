@@ -21,7 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo[@]}" apt-get update -qq
   "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
+# SYMMPIN_SETUP_CPU_ONLY=1: for a CPU-only build (scripts/test-sanitizers.sh, test-fuzz.sh), no nvcc.
+[ "${SYMMPIN_SETUP_CPU_ONLY:-0}" = 1 ] || command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
   echo "setup: no nvcc on PATH or in /usr/local/cuda/bin: building needs the CUDA toolkit (13.x, with NCCL's headers)" >&2
   exit 1
 }
