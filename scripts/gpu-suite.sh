@@ -20,7 +20,8 @@
 # earlier if the step's time runs out), TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
 # TEARDOWN_S (30 s after a run's results), SANITIZER_RANK_OPTS (sanitizer_ranks' tool options),
 # STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (560: steps that would start
-# later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none).
+# later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none),
+# LIFE_NCCL_DIR (the life step's NCCL 2.28.7+: PyTorch's, put first in LD_LIBRARY_PATH).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 SUITE_ROOT=$PWD
@@ -39,6 +40,9 @@ PY=${SUITE_PYTHON:-$(dirname "$TORCHRUN")/python3}
 [ -x "$PY" ] || PY=$(command -v python3)
 APP=$B/tests/apps/symmpin-app
 TRUST=$B/tests/apps/symmpin-trust
+LIFE=$B/tests/apps/symmpin-life
+# An NCCL with ncclCommRevoke (2.28.7+) for the life step: PyTorch's copy (the system's is 2.28.3).
+LIFE_NCCL_DIR=${LIFE_NCCL_DIR:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib}
 RANKS=${RANKS:-2}
 APP_RANK_COUNTS=${APP_RANK_COUNTS:-"$RANKS 3 4"}
 TRUST_RANK_COUNTS=${TRUST_RANK_COUNTS:-"$RANKS 3"}
@@ -232,11 +236,11 @@ shared_gpu() { [ "$(ranks_per_gpu "$RANKS")" -gt 1 ]; }
 
 all=(info oneshot pool peer_access sanitizer sanitizer_ranks app app_threads app_diverge two_streams
      group_simulate straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort
-     trust_churn trust_busy two_hosts mixed_hosts ddp tp dedicated bench speed tp_decode
+     trust_churn trust_busy life two_hosts mixed_hosts ddp tp dedicated bench speed tp_decode
      tp_decode_compile dp_groups overlap)
 # Groups that each fit one 10-minute device call on one H200 (2 ranks sharing it; estimates).
 declare -A groups=(
-  [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app app_threads app_diverge two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy bench speed"
+  [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app app_threads app_diverge two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy life bench speed"
   [b]="two_hosts mixed_hosts trust_graphs straggler ddp tp dedicated dp_groups"
   [c]="tp_decode overlap tp_decode_compile trust_churn"
 )

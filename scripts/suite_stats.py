@@ -15,6 +15,10 @@ file per process) and its traces (SYMMPIN_TRACE, docs/trace-format.md).
       group (LOG's GROUPSIM line: its call number) are redirected at least as often as those of
       the iteration before it, and some are (a library that held the later calls back, or lost
       the group's end, fails here or in the app's own checks).
+  suite_stats.py inflight TRACE...
+      symmpin-life: in rank 0's trace, the last all-reduce on its communicator before its first
+      ncclCommRevoke or ncclCommShrink of it (the one in flight, waiting for its peer) ran on
+      symmpin's kernel (path=1), so what the call had to stop was symmpin's.
 Prints "= " lines (the suite shows them); exit status 0 when the check holds, 1 when it fails,
 2 on bad usage.
 """
@@ -115,6 +119,43 @@ def cmd_group_simulate(a):
     return 0 if ok else 1
 
 
+LIFE_CALLS = ("ncclCommRevoke", "ncclCommShrink")
+
+
+def cmd_inflight(a):
+    found = False
+    for path in a.traces:
+        rank, paths, stop = None, [], None
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.startswith("#rank="):
+                    rank = int(line.split("=", 1)[1])
+                    continue
+                parts = line.split()
+                if line.startswith("#") or len(parts) < 5 or stop:
+                    continue
+                kv = dict(p.split("=", 1) for p in parts[4:] if "=" in p)
+                if parts[3] == "ncclAllReduce" and kv.get("comm") == "0":
+                    paths.append(int(kv.get("path", "0")))
+                elif parts[3] in LIFE_CALLS and "0" in (kv.get("comm"), kv.get("parent")):
+                    stop = parts[3]
+        if rank != 0:
+            continue
+        found = True
+        if not stop or not paths:
+            print(f"= rank 0 ({path.rsplit('/', 1)[-1]}): no {' or '.join(LIFE_CALLS)} after an "
+                  "all-reduce on its communicator")
+            return 1
+        print(f"= rank 0: the all-reduce in flight at {stop} (call {len(paths)} on its "
+              f"communicator) ran on {'symmpin' if paths[-1] == 1 else 'NCCL'}'s kernel; "
+              f"{sum(paths)} of its {len(paths)} all-reduces were redirected")
+        if paths[-1] != 1:
+            return 1
+    if not found:
+        print("= no trace of rank 0")
+    return 0 if found else 1
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -129,10 +170,12 @@ def main(argv):
     g = sub.add_parser("group-simulate")
     g.add_argument("log")
     g.add_argument("traces", nargs="+")
+    i = sub.add_parser("inflight")
+    i.add_argument("traces", nargs="+")
     a = p.parse_args(argv)
     try:
         return {"redirected": cmd_redirected, "captured": cmd_captured,
-                "group-simulate": cmd_group_simulate}[a.cmd](a)
+                "group-simulate": cmd_group_simulate, "inflight": cmd_inflight}[a.cmd](a)
     except (OSError, ValueError, KeyError) as e:
         print(f"= cannot read the statistics: {type(e).__name__}: {e}")
         return 1

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The GPU suite's steps: the trust scenarios (symmpin-trust) and jobs across "hosts".
+# The GPU suite's steps: the trust scenarios (symmpin-trust, symmpin-life) and jobs across "hosts".
 # Sourced by scripts/gpu-suite.sh, whose settings, runs (run_side, compare_runs, judge_pair) and
 # step runner they use; each s_NAME is the step NAME.
 
@@ -137,6 +137,33 @@ for key in ("destroy_ms", "abort_ms"):
     ok = ok and a is not None and b is not None and b <= a + 200
 sys.exit(0 if ok else 1)
 PY
+}
+s_life() { # ncclCommRevoke, and ncclCommShrink(NCCL_SHRINK_ABORT), while rank 0's all-reduce
+  # waits on the GPU for a peer that never makes it (symmpin-life): the call and rank 0's stream
+  # end within the app's bound (1 s, 2 s where the ranks time-share one GPU), with and without
+  # symmpin, whose kernel is the one waiting (SYMMPIN_CHOOSE=static on both sides; checked in the
+  # trace). Always 2 ranks. NCCL 2.28.7+ for the revoke: LIFE_NCCL_DIR (PyTorch's copy) first in
+  # LD_LIBRARY_PATH.
+  local dir=$LIFE_NCCL_DIR sc side rc=0
+  if [ ! -e "$dir/libnccl.so.2" ]; then
+    echo "= no libnccl.so.2 in $dir (LIFE_NCCL_DIR): the step needs an NCCL with ncclCommRevoke"
+    return 1
+  fi
+  for sc in revoke shrink; do
+    echo "== $sc"
+    SIDE_TRACE=1 RUN_TIMEOUT=${RUN_TIMEOUT:-120} SYMMPIN_CHOOSE=static \
+      LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      compare_runs "life-$sc" '^symmpin-life: ' 2 0 "$LIFE" --scenario "$sc" || rc=1
+    for side in nccl symmpin; do
+      grep -h '^LIFE' "$OUT/logs/life-$sc.$side.out" | sed "s/^/= $side: /"
+    done
+    stats_check inflight "$OUT"/logs/life-"$sc".trace.* || rc=1
+  done
+  # The step's line: the four runs' totals (each launcher's last line), not one rank's.
+  local log
+  for log in "$OUT"/logs/life-*.out; do grep -E '^symmpin-life: [0-9]+ passed' "$log" | tail -n 1; done |
+    awk '{p += $2; f += $4} END {printf "symmpin-life, %d runs: %d passed, %d failed\n", NR, p, f}'
+  return $rc
 }
 s_two_hosts() { # every rank its own "machine" (a /dev/shm of its own, its own NCCL host id):
   # symmpin stays on NCCL at once, exact results, no time lost, one INFO line per rank, nothing left

@@ -1,5 +1,5 @@
-/* The rank launcher the C test apps share (symmpin-app, symmpin-trust, symmpin-dp): one process
- * per rank, as torchrun or mpirun would start them, with every wait bounded.
+/* The rank launcher the C test apps share (symmpin-app, symmpin-trust, symmpin-dp, symmpin-life):
+ * one process per rank, as torchrun or mpirun would start them, with every wait bounded.
  *
  * Rank r is started as
  *     [$APP_RANK_WRAPPER words] <this program> <args...> --child r

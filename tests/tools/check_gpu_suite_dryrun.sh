@@ -5,8 +5,8 @@
 # (NCCL host ids through scripts/rank-env.sh, a /dev/shm per host where the step asks, bounded
 # runs, the teardown policy, the statistics checks, the summary). Then the same steps with one
 # side broken on purpose: a hang after the results only with symmpin, in both runs or only in NCCL
-# alone's, a wrong result, a board left behind. What needs root (the two-host steps' mounts) is
-# skipped where this runs without it.
+# alone's, a wrong result, a board left behind, symmpin-life's call in flight run by NCCL. What
+# needs root (the two-host steps' mounts) is skipped where this runs without it.
 # Arguments: SOURCE_ROOT
 set -u
 root=$1
@@ -18,11 +18,12 @@ no() { n=$((n + 1)); echo "not ok $n - $1"; bad=$((bad + 1)); }
 
 # ---- the stand-ins ----
 fb=$tmp/build bin=$tmp/bin
-mkdir -p "$fb/tests/apps" "$fb/tests/gpu" "$fb/tests/symmem" "$bin" "$tmp/shm"
+mkdir -p "$fb/tests/apps" "$fb/tests/gpu" "$fb/tests/symmem" "$bin" "$tmp/shm" "$tmp/nccl"
+touch "$tmp/nccl/libnccl.so.2" # the life step's NCCL folder (the stand-in loads nothing from it)
 echo 'void symmpin_fake(void) {}' >"$tmp/fake.c"
 cc -shared -fPIC -o "$fb/libsymmpin.so.0" "$tmp/fake.c" || { echo "1..0 # SKIP no C compiler"; exit 0; }
 export FAKE_APP=$root/tests/tools/suite_fake_app.py
-for p in symmpin-app symmpin-trust symmpin-dp; do
+for p in symmpin-app symmpin-trust symmpin-dp symmpin-life; do
   printf '#!/bin/sh\nexec python3 "%s" %s "$@"\n' "$FAKE_APP" "$p" >"$fb/tests/apps/$p"
 done
 for p in gpu/test_oneshot symmem/test_pool gpu/symmpin-bench; do
@@ -62,7 +63,8 @@ suite() { # suite OUT_NAME ARGS...: the suite over the stand-ins, small settings
   shift
   env PATH="$bin:$PATH" SUITE_NGPU=1 SYMMPIN_BUILD_DIR="$fb" SUITE_OUT="$out" SUITE_DEADLINE_S=0 \
     STRAGGLE_MS=100 GRAPH_REPLAYS=10 CHURN_CYCLES=20 CHURN_NCCL_CYCLES=12 CHURN_SECONDS=30 \
-    TEARDOWN_S=2 RUN_TIMEOUT=60 SUITE_SHM_BASE="$tmp/shm" bash "$root/scripts/gpu-suite.sh" "$@" >"$out.txt" 2>&1
+    TEARDOWN_S=2 RUN_TIMEOUT=60 SUITE_SHM_BASE="$tmp/shm" LIFE_NCCL_DIR="$tmp/nccl" \
+    bash "$root/scripts/gpu-suite.sh" "$@" >"$out.txt" 2>&1
 }
 line() { grep "^STEP $2:" "$tmp/$1.txt" | tail -n 1; }
 
@@ -116,6 +118,7 @@ expect hang-sym hang-after:symmpin app_diverge FAIL "hung in teardown where NCCL
 expect hang-both hang-after:both app_diverge PASS "both hung in teardown"
 expect hang-nccl hang-after:nccl app_diverge PASS "NCCL alone hung in teardown"
 expect wrong wrong:symmpin app_diverge FAIL
+expect life-inflight inflight-nccl:symmpin life FAIL
 expect torch-hang-sym hang-after:symmpin ddp FAIL "hung in teardown where NCCL alone ended"
 expect torch-hang-both hang-after:both ddp PASS "both hung in teardown"
 if [ $root_ok = 1 ]; then

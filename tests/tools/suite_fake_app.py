@@ -6,13 +6,15 @@ libsymmpin would (statistics JSON, traces, the INFO line of a rank on another ho
 INFO lines. What it knows of symmpin is what the suite checks, no more: it tests the suite's
 plumbing and policy, never the library.
 
-The C apps (symmpin-app, symmpin-trust, symmpin-dp) start their ranks as the real ones do, through
+The C apps (symmpin-app, symmpin-trust, symmpin-dp, symmpin-life) start their ranks as the real ones do, through
 APP_RANK_WRAPPER (scripts/rank-env.sh), and each rank checks what the rig gave it: an NCCL host id
 of its own where ranks share a GPU, its host's /dev/shm (a file it leaves there only if told).
 FAKE_BREAK=KIND:SIDE (SIDE nccl, symmpin or both) breaks one side on purpose: hang-after (a rank
-sleeps after its results), wrong (a different result line), leave-board (a file left in /dev/shm).
+sleeps after its results), wrong (a different result line), leave-board (a file left in /dev/shm),
+inflight-nccl (symmpin-life's trace: NCCL ran the all-reduce in flight at the revoke or shrink).
 
-    suite_fake_app.py AS [ARGS...]     AS: symmpin-app, symmpin-trust, symmpin-dp, torch-<script>
+    suite_fake_app.py AS [ARGS...]     AS: symmpin-app, symmpin-trust, symmpin-dp, symmpin-life,
+                                           torch-<script>
 """
 import json
 import os
@@ -170,6 +172,33 @@ def dp_rank(rank, nranks):
     end(rank)
 
 
+def life_rank(rank, nranks):
+    """symmpin-life: what the step owes it (an NCCL with ncclCommRevoke first in LD_LIBRARY_PATH,
+    the static choice), its lines, and under the preload a trace whose in-flight call is
+    symmpin's (rank 0's last all-reduce before its revoke or shrink)."""
+    first = os.environ.get("LD_LIBRARY_PATH", "").split(":")[0]
+    if not os.path.exists(os.path.join(first, "libnccl.so.2")) or os.environ.get("SYMMPIN_CHOOSE") != "static":
+        say(f"FATAL: rank {rank}: LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH')} "
+            f"SYMMPIN_CHOOSE={os.environ.get('SYMMPIN_CHOOSE')}")
+        sys.exit(2)
+    sc = opt("--scenario", "revoke")
+    calls = int(opt("--calls", "400"))
+    say(f"LIFE rank={rank} scenario={sc} allreduces={calls + (rank == 0)} call_ms=1.0 drain_ms=1.0")
+    trace = pattern("SYMMPIN_TRACE", rank)
+    if trace and SIDE == "symmpin":
+        with open(trace, "w") as f:
+            f.write(f"#symmpin-trace 1\n#rank={rank}\n")
+            for i in range(1, calls + 1 + (rank == 0)):
+                nccl = i <= 16 or (i > calls and KIND == "inflight-nccl" and BROKEN)
+                f.write(f"{i} 0 1 ncclAllReduce rc=0 comm=0 count=1024 path={0 if nccl else 1}\n")
+            if rank == 0 or sc == "revoke":
+                stop = "ncclCommRevoke rc=0 comm=0" if sc == "revoke" else "ncclCommShrink rc=0 comm=-1 parent=0"
+                f.write(f"{calls + 2} 0 1 {stop}\n")
+    write_stats(rank, [comm(rank, nranks, 100)])
+    say(f"symmpin-life: rank {rank}: {5 if rank == 0 else 2} passed, 0 failed")
+    end(rank)
+
+
 def torch_rank(script, rank, nranks):
     if script == "ddp_train.py":
         if rank == 0:
@@ -225,7 +254,7 @@ def main():
     if ARGS == ["--version"]:
         say(f"{NAME} (stand-in) 0.0")
         return 0
-    nranks = int(opt("--ranks", os.environ.get("WORLD_SIZE", "1")))
+    nranks = int(opt("--ranks", os.environ.get("WORLD_SIZE", "2" if NAME == "symmpin-life" else "1")))
     if NAME.startswith("torch-"):
         rank = int(os.environ["RANK"])
         nccl_info(rank, nranks)
@@ -236,7 +265,8 @@ def main():
         rank = int(opt("--child"))
         nccl_info(rank, nranks)
         check_placement(rank, nranks)
-        {"symmpin-app": app_rank, "symmpin-trust": trust_rank, "symmpin-dp": dp_rank}[NAME](rank, nranks)
+        {"symmpin-app": app_rank, "symmpin-trust": trust_rank, "symmpin-dp": dp_rank,
+         "symmpin-life": life_rank}[NAME](rank, nranks)
         return 0
     if NAME == "symmpin-app":
         say(f"symmpin-app: mode={opt('--mode', 'procs')} ranks={nranks} gpus=1 iters=6 ops/iter=61")
