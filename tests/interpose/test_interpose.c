@@ -519,6 +519,33 @@ Test(preloaded, nccl_loaded_rtld_local, .timeout = 30) {
   cr_assert_null(strstr(r.out, "ncclAllReduce at 0x0"), "%s", r.out);
 }
 
+/* No FAKE runtime here: fake_loader and the fake user library load no libcudart at all, so the
+ * test seam is off and symmpin asks its own (static) CUDA runtime, for real. Where no CUDA driver
+ * can be loaded (CI's machine), symmpin stays out of the process with one INFO line, and the
+ * all-reduce goes to the (FAKE) NCCL with its right result. Skipped where a driver exists. */
+Test(preloaded, no_driver_stays_out_with_one_line, .timeout = 30) {
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver) {
+    dlclose(driver);
+    cr_skip_test("this machine has a CUDA driver (libcuda.so.1)");
+  }
+  spawn_result r;
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "local",
+                  (char *)spawn_path("SYMMPIN_TEST_USERLIB"), NULL};
+  const char *env[] = {"SYMMPIN_DEBUG=INFO", NULL};
+  cr_assert(spawn_run(argv, env, true, &r));
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  cr_assert(strstr(r.out, "rc=0 value=3"), "%s", r.out);
+  const char *line = "symmpin INFO no CUDA driver in this process (libcuda.so.1 not found); "
+                     "symmpin stays out of this process: every call goes to NCCL";
+  const char *first = strstr(r.out, line);
+  cr_assert(first, "%s", r.out);
+  cr_assert_null(strstr(first + strlen(line), "no CUDA driver in this process"), "once: %s", r.out);
+  cr_assert(strstr(r.out, "the program's: none loaded; no CUDA driver"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "stays out of this communicator"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "symmpin WARN"), "%s", r.out);
+}
+
 Test(preloaded, nccl_not_loaded_fails_cleanly, .timeout = 30) {
   spawn_result r;
   char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "nonccl", NULL};
