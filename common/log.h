@@ -4,8 +4,8 @@
  *
  * preload/config.c sets the level and the output file once from SYMMPIN_DEBUG(_FILE); before that
  * the level is WARN on stderr. The file is opened by the first line written, so a process in which
- * symmpin logs nothing has none. The device in the prefix is a per-thread value the preload sets when
- * it knows it (no CUDA call is made to log). */
+ * symmpin logs nothing has none. The device in the prefix is a per-thread value the preload sets
+ * when it knows it (no CUDA call is made to log). */
 #ifndef SYMMPIN_COMMON_LOG_H
 #define SYMMPIN_COMMON_LOG_H
 

@@ -23,8 +23,7 @@
 
 typedef struct symmpin_cuda_queries {
   cudaError_t (*get_device)(int *device);
-  cudaError_t (*stream_get_capture_info)(cudaStream_t stream,
-                                         enum cudaStreamCaptureStatus *status,
+  cudaError_t (*stream_get_capture_info)(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
                                          unsigned long long *id, cudaGraph_t *graph,
                                          const cudaGraphNode_t **deps,
                                          const cudaGraphEdgeData **edges, size_t *ndeps);

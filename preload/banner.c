@@ -1,5 +1,6 @@
-/* The version banner, the NCCL version policy and the CUDA driver policy (banner.h). The facts come from interpose/'s
- * probe; this file only decides and words them, so the CPU tests check every line. */
+/* The version banner, the NCCL version policy and the CUDA driver policy (banner.h). The facts come
+ * from interpose/'s probe; this file only decides and words them, so the CPU tests check every
+ * line. */
 #include "preload/banner.h"
 
 #include <stdatomic.h>
@@ -21,7 +22,7 @@ static _Atomic int banner_done;
 /* The process's verdicts once decided: the symmpin_nccl_support in the low byte, the
  * symmpin_cuda_support in the next (one word, so that a reader sees both or neither). */
 static _Atomic int verdicts = -1;
-#define VERDICT_NCCL(v) ((v) & 0xff)
+#define VERDICT_NCCL(v) ((v)&0xff)
 #define VERDICT_CUDA(v) (((v) >> 8) & 0xff)
 
 void symmpin_banner_install(const symmpin_banner_probe *p) {
@@ -149,13 +150,17 @@ int symmpin_banner_cuda_line(const symmpin_banner_facts *f, char *buf, size_t ca
              f->cudart_error > 0 ? err : "", out);
     break;
   case SYMMPIN_CUDA_RUNTIME_FAILED:
-    snprintf(buf, cap, "symmpin's own CUDA runtime %s cannot start (%s; the driver supports CUDA "
-             "%s); %s", rt, err, drv, out);
+    snprintf(buf, cap,
+             "symmpin's own CUDA runtime %s cannot start (%s; the driver supports CUDA "
+             "%s); %s",
+             rt, err, drv, out);
     break;
   case SYMMPIN_CUDA_UNKNOWN:
   default:
-    snprintf(buf, cap, "cannot read the CUDA runtime's or driver's version (runtime %s, driver %s); "
-             "%s", rt, drv, out);
+    snprintf(buf, cap,
+             "cannot read the CUDA runtime's or driver's version (runtime %s, driver %s); "
+             "%s",
+             rt, drv, out);
     break;
   }
   return SYMMPIN_LOG_INFO;
@@ -199,9 +204,7 @@ bool symmpin_banner_nccl_supported(void) {
   return v == SYMMPIN_NCCL_TESTED || v == SYMMPIN_NCCL_EXPECTED;
 }
 
-bool symmpin_banner_cuda_supported(void) {
-  return VERDICT_CUDA(verdicts_get()) == SYMMPIN_CUDA_OK;
-}
+bool symmpin_banner_cuda_supported(void) { return VERDICT_CUDA(verdicts_get()) == SYMMPIN_CUDA_OK; }
 
 /* ---- the banner ---- */
 

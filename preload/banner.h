@@ -28,7 +28,7 @@
 
 /* CUDA runtime error numbers the driver policy names (interpose/banner_probe.c checks them
  * against the runtime's header at compile time). */
-#define SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER 35 /* cudaErrorInsufficientDriver */
+#define SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER 35        /* cudaErrorInsufficientDriver */
 #define SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER 36 /* cudaErrorCallRequiresNewerDriver */
 
 /* The program's CUDA runtimes the banner names (libcudart.so.<major> already loaded). */
@@ -51,8 +51,8 @@ typedef struct symmpin_banner_facts {
                            (no libcuda.so.1); -1 unknown */
   int nprogram_cudarts; /* the program's runtimes already loaded (never loaded by symmpin) */
   struct {
-    int major;          /* libcudart.so.<major> */
-    int version;        /* its cudaRuntimeGetVersion; -1 unknown */
+    int major;   /* libcudart.so.<major> */
+    int version; /* its cudaRuntimeGetVersion; -1 unknown */
   } program_cudart[SYMMPIN_BANNER_MAX_CUDARTS];
   int device;           /* the GPU described (the first communicator's); -1 unknown */
   char gpu_name[96];    /* its name; "" unknown */

@@ -250,7 +250,9 @@ static void config_parse(const char *(*get)(const char *name, void *arg), void *
   }
   for (size_t i = 0; i < NVARS; i++) {
     const char *text = get(vars[i].name, arg);
-    notes->state[i] = !text ? NOTE_UNSET : set_value(&vars[i], text, &cfg) ? NOTE_SET : NOTE_INVALID;
+    notes->state[i] = !text                             ? NOTE_UNSET
+                      : set_value(&vars[i], text, &cfg) ? NOTE_SET
+                                                        : NOTE_INVALID;
     if (text) snprintf(notes->text[i], sizeof notes->text[i], "%s", text);
   }
   *out = cfg;

@@ -1,8 +1,9 @@
 /* The configuration: ONE table of SYMMPIN_* environment variables (name, default, meaning), read
  * once per process. Each variable that is set is logged at INFO and an invalid value warns and
  * keeps the default, at the process's first communicator (symmpin_config_log_once): a process
- * that never creates one sees no line of symmpin. Booleans take 1/yes/on/true and 0/no/off/false (any case); sizes take a K, M or G
- * suffix (powers of 1024). docs/config.md is this table in prose. */
+ * that never creates one sees no line of symmpin. Booleans take 1/yes/on/true and 0/no/off/false
+ * (any case); sizes take a K, M or G suffix (powers of 1024). docs/config.md is this table in
+ * prose. */
 #ifndef SYMMPIN_PRELOAD_CONFIG_H
 #define SYMMPIN_PRELOAD_CONFIG_H
 

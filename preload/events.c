@@ -261,7 +261,8 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
   if (!symmpin_events_enabled()) return;
   /* The process's first communicator: what symmpin says about itself starts here. */
   if (!atomic_exchange(&had_comm, 1)) symmpin_config_log_once();
-  symmpin_banner_once(device); /* once per process: versions, GPU, P2P; the NCCL and CUDA verdicts */
+  symmpin_banner_once(
+      device); /* once per process: versions, GPU, P2P; the NCCL and CUDA verdicts */
   pending_split sp = {0};
   if (call == SYMMPIN_COMM_SPLIT) {
     sp = pending_sp;

@@ -26,7 +26,7 @@ static char tf_pattern[512];
 static char tf_path[512];
 static symmpin_trace_event *early_events;
 static size_t early_cap, early_n;
-static size_t early_dropped; /* events that did not fit before the first communicator */
+static size_t early_dropped;     /* events that did not fit before the first communicator */
 static _Atomic bool tf_may_open; /* the process has a communicator (allow_open) */
 static symmpin_trace_writer *writer;
 static uint64_t start_mono_ns, start_unix_ns;
@@ -129,7 +129,8 @@ static void open_locked(int rank) {
     SYMMPIN_INFO("tracing to %s", tf_path);
     if (early_dropped)
       SYMMPIN_INFO("trace: %zu events before the first communicator did not fit the buffer (%zu "
-                   "events) and are not in the trace", early_dropped, early_cap);
+                   "events) and are not in the trace",
+                   early_dropped, early_cap);
     for (size_t i = 0; wheres && i < SYMMPIN_TRACEFILE_WHERES; i++)
       if (wheres[i].stack && !wheres[i].written) {
         symmpin_trace_writer_add_where(writer, wheres[i].stack, &wheres[i].where);
@@ -188,7 +189,8 @@ void symmpin_tracefile_add_at(symmpin_trace_event *ev, const symmpin_site_where 
       early_dropped++; /* no communicator yet: no file may open */
     } else if (early_n == early_cap) {
       SYMMPIN_INFO("trace buffer full (%zu events) before the first communicator's rank is known: "
-                   "opening with rank u", early_cap);
+                   "opening with rank u",
+                   early_cap);
       open_locked(-1);
       s = atomic_load(&tf_state);
     } else {
@@ -207,7 +209,8 @@ void symmpin_tracefile_flush(void) {
 
 void symmpin_tracefile_stop(void) {
   pthread_mutex_lock(&tf_lock);
-  if (atomic_load(&tf_state) == BUFFERING && atomic_load(&tf_may_open)) open_locked(-1);
+  if (atomic_load(&tf_state) == BUFFERING && atomic_load(&tf_may_open))
+    open_locked(-1);
   else if (atomic_load(&tf_state) == BUFFERING)
     SYMMPIN_TRACE("trace: no communicator in this process, no trace file (%zu events dropped)",
                   early_n + early_dropped);

@@ -178,8 +178,9 @@ Test(banner, program_runtimes_are_named) {
   f.program_cudart[1].major = 13, f.program_cudart[1].version = -1;
   static char l[SYMMPIN_BANNER_MAX_LINES][SYMMPIN_BANNER_LINE];
   lines_of(&f, l);
-  cr_assert_str_eq(l[2], "CUDA runtime 13.0 (symmpin's own, static); the program's: "
-                         "libcudart.so.12 12.8, libcudart.so.13 unknown; driver supports CUDA 13.0");
+  cr_assert_str_eq(l[2],
+                   "CUDA runtime 13.0 (symmpin's own, static); the program's: "
+                   "libcudart.so.12 12.8, libcudart.so.13 unknown; driver supports CUDA 13.0");
   f.driver_version = 0; /* no libcuda.so.1 */
   lines_of(&f, l);
   cr_assert(strstr(l[2], "libcudart.so.13 unknown; no CUDA driver"), "%s", l[2]);
@@ -228,7 +229,8 @@ Test(cuda_policy, lines) {
   symmpin_banner_facts f = cuda_facts(13000, 0, "");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), 0);
   cr_assert_str_empty(s);
-  const char *out = "symmpin stays out of this process: every call goes to NCCL, as without symmpin";
+  const char *out =
+      "symmpin stays out of this process: every call goes to NCCL, as without symmpin";
   f = cuda_facts(0, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, "cudaErrorInsufficientDriver");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
   cr_assert(strstr(s, "no CUDA driver in this process (libcuda.so.1 not found)"), "%s", s);
@@ -294,4 +296,3 @@ Test(cuda_policy, refused_old_driver_once, .init = cr_redirect_stderr) {
   cr_assert_null(strstr(first + strlen(verdict), verdict), "logged once: %s", buf);
   cr_assert_null(strstr(buf, "symmpin WARN"), "an old driver is INFO, not a warning: %s", buf);
 }
-

@@ -134,9 +134,10 @@ Test(banner_preload, unreadable_version_warns, .timeout = 60) {
 Test(banner_preload, old_driver_is_one_info_line, .timeout = 60) {
   spawn_result r;
   run(NULL, "INFO", "SYMMPIN_TEST_DRIVER_VERSION=12040", &r);
-  cr_assert_eq(count_of(r.out, "symmpin INFO the CUDA driver supports CUDA 12.4, older than "
-                               "symmpin's own CUDA runtime 13.0 (it needs a driver for CUDA 13 or "
-                               "newer); symmpin stays out of this process: every call goes to NCCL"),
+  cr_assert_eq(count_of(r.out,
+                        "symmpin INFO the CUDA driver supports CUDA 12.4, older than "
+                        "symmpin's own CUDA runtime 13.0 (it needs a driver for CUDA 13 or "
+                        "newer); symmpin stays out of this process: every call goes to NCCL"),
                1, "%s", r.out);
   cr_assert_eq(count_of(r.out, "the CUDA driver supports CUDA"), 1, "%s", r.out);
   cr_assert_null(strstr(r.out, "symmpin WARN"), "%s", r.out);

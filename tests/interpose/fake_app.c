@@ -315,7 +315,8 @@ static void quiet(bool comm) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s basic|errors|reentrant|threads|nonblocking|initall|life|quiet|quiet_comm\n",
+    fprintf(stderr,
+            "usage: %s basic|errors|reentrant|threads|nonblocking|initall|life|quiet|quiet_comm\n",
             argv[0]);
     return 2;
   }
@@ -328,8 +329,10 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "initall")) initall();
   else if (!strcmp(s, "life"))
     life();
-  else if (!strcmp(s, "quiet")) quiet(false);
-  else if (!strcmp(s, "quiet_comm")) quiet(true);
+  else if (!strcmp(s, "quiet"))
+    quiet(false);
+  else if (!strcmp(s, "quiet_comm"))
+    quiet(true);
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

@@ -531,8 +531,13 @@ static spawn_result *app_loud(run_ctx *x, const char *scenario, bool preload, bo
   snprintf(trace, sizeof trace, "SYMMPIN_TRACE=%s/trace.%%r.%%p", x->dir);
   snprintf(stats, sizeof stats, "SYMMPIN_STATS_FILE=%s/stats.%%r.%%p.json", x->dir);
   snprintf(log, sizeof log, "SYMMPIN_DEBUG_FILE=%s/log.%%p", x->dir);
-  const char *env[] = {"SYMMPIN_DEBUG=INFO", "SYMMPIN_STATS=1", "SYMMPIN_TIMEOUT_MS=200", trace,
-                       stats, debug_file ? log : NULL, NULL};
+  const char *env[] = {"SYMMPIN_DEBUG=INFO",
+                       "SYMMPIN_STATS=1",
+                       "SYMMPIN_TIMEOUT_MS=200",
+                       trace,
+                       stats,
+                       debug_file ? log : NULL,
+                       NULL};
   char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_APP"), (char *)scenario, NULL};
   cr_assert(spawn_run(argv, env, preload, &x->r));
   cr_assert_eq(x->r.status, 0, "%s", x->r.out);
