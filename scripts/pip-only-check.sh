@@ -7,8 +7,9 @@
 #   1. the hiding works: the system's libcudart.so.13 cannot be loaded;
 #   2. LD_PRELOAD=libsymmpin.so /bin/true: exit status 0, no output (also at SYMMPIN_DEBUG=INFO);
 #   3. PyTorch with the preload: torch.ones(4).sum() on the GPU prints 4.0 and nothing else at
-#      SYMMPIN_DEBUG=INFO (no communicator: symmpin is quiet), and its /proc/self/maps holds
-#      exactly one libcudart, the wheel's;
+#      SYMMPIN_DEBUG=INFO (no communicator: symmpin is quiet, writes no trace and starts no
+#      thread: as many threads as without the preload), and its /proc/self/maps holds exactly one
+#      libcudart, the wheel's;
 #   4. the same with one NCCL all-reduce (a one-rank process group; SYMMPIN_TEST_ONE_RANK so
 #      that symmpin redirects it): the right sum, symmpin's banner names the wheel's runtime as
 #      the program's, and still exactly one libcudart file is mapped.
@@ -59,19 +60,29 @@ out=$(SYMMPIN_DEBUG=INFO LD_PRELOAD=$LIB /bin/true 2>&1) || fail "/bin/true at I
 [ -z "$out" ] || fail "/bin/true at INFO printed: $out"
 
 maps='
-import re
+import os
 seen = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libcudart" in l})
 print("MAPS", " ".join(seen))
+print("THREADS", len(os.listdir("/proc/self/task")))
 '
 echo "== 3. PyTorch, no communicator"
-out=$(SYMMPIN_DEBUG=INFO LD_PRELOAD=$LIB "$PY" -c '
+torch_ones='
 import torch
 x = torch.ones(4, device="cuda")
 print(x.sum().item())
-'"$maps" 2>&1) || fail "torch with the preload: $out"
+'
+plain=$("$PY" -c "$torch_ones$maps" 2>&1) || fail "torch without the preload: $plain"
+out=$(SYMMPIN_DEBUG=INFO SYMMPIN_TRACE=/tmp/pip-only.trace.%p LD_PRELOAD=$LIB "$PY" -c "$torch_ones$maps" 2>&1) ||
+  fail "torch with the preload: $out"
 echo "$out"
 [ "$(head -n1 <<<"$out")" = "4.0" ] || fail "not 4.0 first"
 grep -q symmpin <<<"$out" && fail "symmpin logged without a communicator"
+ls /tmp/pip-only.trace.* >/dev/null 2>&1 && fail "a trace file without a communicator"
+# symmpin's own runtime answers its device queries from the first cudaMalloc on: it must start
+# no thread (the program's driver threads are the same with and without the preload).
+t0=$(grep '^THREADS' <<<"$plain" | cut -d' ' -f2); t1=$(grep '^THREADS' <<<"$out" | cut -d' ' -f2)
+echo "= threads at the end without symmpin: $t0, with: $t1"
+[ "$t1" -le "$t0" ] || fail "the preload added $((t1 - t0)) thread(s) without a communicator"
 m=$(grep '^MAPS' <<<"$out")
 [ "$(wc -w <<<"${m#MAPS}")" = 1 ] || fail "not exactly one libcudart mapped: $m"
 grep -q "$SITE/nvidia/" <<<"$m" || fail "the libcudart mapped is not the wheel's: $m"
