@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,10 @@
 
 _Atomic int symmpin_log_level_now = SYMMPIN_LOG_WARN;
 static _Atomic int log_fd = 2;
+/* SYMMPIN_DEBUG_FILE, opened by the first line written: pending is 1 until then. */
+static char log_file_pattern[512];
+static _Atomic int log_file_pending;
+static pthread_mutex_t log_file_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_host[64];
 static _Atomic int log_host_ready;
 
@@ -26,7 +31,31 @@ void symmpin_log_configure(symmpin_log_level level, int fd) {
   if (fd >= 0) atomic_store(&log_fd, fd);
 }
 
-int symmpin_log_fd(void) { return atomic_load_explicit(&log_fd, memory_order_relaxed); }
+void symmpin_log_set_file(const char *pattern) {
+  snprintf(log_file_pattern, sizeof log_file_pattern, "%s", pattern);
+  atomic_store(&log_file_pending, 1);
+}
+
+/* The destination, opening the pending file first. Other threads wait for the open (their lines
+ * go to the file too); the open's own warning, if it fails, goes to stderr (log_opening). */
+static __thread int log_opening __attribute__((tls_model("initial-exec")));
+
+static int log_fd_now(void) {
+  if (atomic_load_explicit(&log_file_pending, memory_order_acquire) && !log_opening) {
+    pthread_mutex_lock(&log_file_lock);
+    if (atomic_load(&log_file_pending)) {
+      log_opening = 1;
+      int fd = symmpin_log_open_file(log_file_pattern);
+      if (fd >= 0) atomic_store(&log_fd, fd);
+      atomic_store(&log_file_pending, 0);
+      log_opening = 0;
+    }
+    pthread_mutex_unlock(&log_file_lock);
+  }
+  return atomic_load_explicit(&log_fd, memory_order_relaxed);
+}
+
+int symmpin_log_fd(void) { return log_fd_now(); }
 
 int symmpin_log_level_get(void) {
   return atomic_load_explicit(&symmpin_log_level_now, memory_order_relaxed);
@@ -97,7 +126,7 @@ void symmpin_log_write(symmpin_log_level level, const char *file, int line, cons
     memcpy(buf + n - 3, "...", 3);
   }
   buf[n++] = '\n';
-  ssize_t w = write(atomic_load_explicit(&log_fd, memory_order_relaxed), buf, (size_t)n);
+  ssize_t w = write(log_fd_now(), buf, (size_t)n);
   (void)w;
   errno = saved_errno;
 }

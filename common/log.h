@@ -3,8 +3,9 @@
  * allocating, so it is safe inside any intercepted call (also from allocation wrappers).
  *
  * preload/config.c sets the level and the output file once from SYMMPIN_DEBUG(_FILE); before that
- * the level is WARN on stderr. The device in the prefix is a per-thread value the preload sets when
- * it knows it (no CUDA call is made to log). */
+ * the level is WARN on stderr. The file is opened by the first line written, so a process in which
+ * symmpin logs nothing has none. The device in the prefix is a per-thread value the preload sets
+ * when it knows it (no CUDA call is made to log). */
 #ifndef SYMMPIN_COMMON_LOG_H
 #define SYMMPIN_COMMON_LOG_H
 
@@ -28,6 +29,9 @@ void symmpin_log_configure(symmpin_log_level level, int fd);
 int symmpin_log_fd(void);
 /* Open SYMMPIN_DEBUG_FILE's pattern (%h host, %p pid, %% percent) for appending; -1 on failure. */
 int symmpin_log_open_file(const char *pattern);
+/* Log to the file of this pattern from the first line written on (opened then, by
+ * symmpin_log_open_file; stderr if that fails). The pattern is copied. */
+void symmpin_log_set_file(const char *pattern);
 /* The device shown in this thread's lines (-1: none). */
 void symmpin_log_set_device(int device);
 

@@ -1,12 +1,13 @@
 /* What the preload asks of CUDA and NCCL (preload/host.h), answered here where their headers and
- * the real symbols are, and installed when the library loads. The CUDA runtime is linked
- * (libcudart.so.13 is NEEDED); NCCL is not, so its functions are resolved like the wrapped ones.
- * The stack depth for call-site hashes is set here too, from the configuration, before any
- * wrapped call needs it. */
+ * the real symbols are, and installed when the library loads. CUDA questions go to symmpin's own
+ * runtime (static, linked in), through interpose/cuda_queries.h (the CPU tests' seam); NCCL is not
+ * linked, so its functions are resolved like the wrapped ones. The stack depth for call-site
+ * hashes is set here too, from the configuration, before any wrapped call needs it. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include "interpose/callsite.h"
+#include "interpose/cuda_queries.h"
 #include "interpose/guard.h"
 #include "interpose/real.h"
 #include "preload/config.h"
@@ -15,15 +16,15 @@
 
 static int query_device(void) {
   int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) return -1;
+  if (symmpin_cuda.get_device(&dev) != cudaSuccess) return -1;
   return dev;
 }
 
 static int query_capturing(void *stream, unsigned long long *capture_id) {
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
-  if (cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, &id, NULL, NULL, NULL, NULL) !=
-      cudaSuccess)
+  if (symmpin_cuda.stream_get_capture_info((cudaStream_t)stream, &st, &id, NULL, NULL, NULL,
+                                           NULL) != cudaSuccess)
     return -1;
   if (capture_id) *capture_id = id;
   return st != cudaStreamCaptureStatusNone;
@@ -49,6 +50,7 @@ static int query_comm(void *comm, int *rank, int *nranks) {
 __attribute__((constructor(101))) static void symmpin_interpose_install(void) {
   const symmpin_config *cfg = symmpin_config_get();
   if (!cfg->disable) symmpin_callsite_set_depth(cfg->stack_depth); /* may prime backtrace() */
+  symmpin_cuda_queries_init();
   symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm};
   symmpin_host_install(&h);
 }

@@ -1,5 +1,6 @@
-/* The version banner and the NCCL version policy (banner.h). The facts come from interpose/'s
- * probe; this file only decides and words them, so the CPU tests check every line. */
+/* The version banner, the NCCL version policy and the CUDA driver policy (banner.h). The facts come
+ * from interpose/'s probe; this file only decides and words them, so the CPU tests check every
+ * line. */
 #include "preload/banner.h"
 
 #include <stdatomic.h>
@@ -18,7 +19,11 @@
 static symmpin_banner_probe probe;
 static _Atomic int probe_installed;
 static _Atomic int banner_done;
-static _Atomic int verdict = -1; /* symmpin_nccl_support once decided */
+/* The process's verdicts once decided: the symmpin_nccl_support in the low byte, the
+ * symmpin_cuda_support in the next (one word, so that a reader sees both or neither). */
+static _Atomic int verdicts = -1;
+#define VERDICT_NCCL(v) ((v)&0xff)
+#define VERDICT_CUDA(v) (((v) >> 8) & 0xff)
 
 void symmpin_banner_install(const symmpin_banner_probe *p) {
   probe = *p;
@@ -28,6 +33,7 @@ void symmpin_banner_install(const symmpin_banner_probe *p) {
 void symmpin_banner_facts_init(symmpin_banner_facts *f) {
   memset(f, 0, sizeof *f);
   f->nccl_version = f->nccl_built = f->cudart_version = f->driver_version = -1;
+  f->cudart_error = -1;
   f->device = -1;
   f->ngpus = -1;
   memset(f->p2p, -1, sizeof f->p2p);
@@ -101,40 +107,7 @@ int symmpin_banner_nccl_line(int version, int built, char *buf, size_t cap) {
   }
 }
 
-/* Decide once for the process; the thread that decides logs the verdict (and a second CUDA
- * runtime in the process, which symmpin was not tested with). */
-static int decide(const symmpin_banner_facts *f) {
-  int v = (int)symmpin_banner_nccl_support(f->nccl_version);
-  int none = -1;
-  if (!atomic_compare_exchange_strong(&verdict, &none, v)) return none;
-  char line[SYMMPIN_BANNER_LINE];
-  int level = symmpin_banner_nccl_line(f->nccl_version, f->nccl_built, line, sizeof line);
-  if (level && SYMMPIN_LOG_ON(level)) symmpin_log_write(level, __FILE__, __LINE__, "%s", line);
-  if (f->other_cudart[0])
-    SYMMPIN_WARN("this process also loaded %s next to symmpin's own CUDA runtime "
-                 "(libcudart.so.13): two CUDA runtimes in one process are untested with symmpin "
-                 "(docs/compatibility.md); SYMMPIN_DISABLE=1 switches it off",
-                 f->other_cudart);
-  return v;
-}
-
-static void versions(symmpin_banner_facts *f) {
-  const symmpin_banner_probe *p = probe_get();
-  if (p && p->versions) p->versions(f);
-}
-
-bool symmpin_banner_nccl_supported(void) {
-  int v = atomic_load_explicit(&verdict, memory_order_acquire);
-  if (v < 0) {
-    symmpin_banner_facts f;
-    symmpin_banner_facts_init(&f);
-    versions(&f);
-    v = decide(&f);
-  }
-  return v == SYMMPIN_NCCL_TESTED || v == SYMMPIN_NCCL_EXPECTED;
-}
-
-/* ---- the banner ---- */
+/* ---- the CUDA driver ---- */
 
 /* CUDA's version codes: 13000 = 13.0, 12080 = 12.8. */
 static void cuda_version_str(int v, char *buf, size_t cap) {
@@ -143,6 +116,97 @@ static void cuda_version_str(int v, char *buf, size_t cap) {
   else
     snprintf(buf, cap, "%d.%d", v / 1000, v % 1000 / 10);
 }
+
+symmpin_cuda_support symmpin_banner_cuda_support(int runtime, int driver, int runtime_error) {
+  if (driver == 0) return SYMMPIN_CUDA_NO_DRIVER;
+  if (runtime < 0 || driver < 0) return SYMMPIN_CUDA_UNKNOWN;
+  if (driver / 1000 < runtime / 1000 || runtime_error == SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER ||
+      runtime_error == SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER)
+    return SYMMPIN_CUDA_DRIVER_TOO_OLD;
+  if (runtime_error < 0) return SYMMPIN_CUDA_UNKNOWN;
+  return runtime_error == 0 ? SYMMPIN_CUDA_OK : SYMMPIN_CUDA_RUNTIME_FAILED;
+}
+
+int symmpin_banner_cuda_line(const symmpin_banner_facts *f, char *buf, size_t cap) {
+  char rt[32], drv[32], err[64];
+  cuda_version_str(f->cudart_version, rt, sizeof rt);
+  cuda_version_str(f->driver_version, drv, sizeof drv);
+  if (f->cudart_error_name[0])
+    snprintf(err, sizeof err, "%s", f->cudart_error_name);
+  else
+    snprintf(err, sizeof err, "error %d", f->cudart_error);
+  const char *out = "symmpin stays out of this process: every call goes to NCCL, as without "
+                    "symmpin (docs/compatibility.md)";
+  switch (symmpin_banner_cuda_support(f->cudart_version, f->driver_version, f->cudart_error)) {
+  case SYMMPIN_CUDA_OK: buf[0] = '\0'; return 0;
+  case SYMMPIN_CUDA_NO_DRIVER:
+    snprintf(buf, cap, "no CUDA driver in this process (libcuda.so.1 not found); %s", out);
+    break;
+  case SYMMPIN_CUDA_DRIVER_TOO_OLD:
+    snprintf(buf, cap,
+             "the CUDA driver supports CUDA %s, older than symmpin's own CUDA runtime %s (it needs "
+             "a driver for CUDA %d or newer)%s%s; %s",
+             drv, rt, f->cudart_version / 1000, f->cudart_error > 0 ? ": " : "",
+             f->cudart_error > 0 ? err : "", out);
+    break;
+  case SYMMPIN_CUDA_RUNTIME_FAILED:
+    snprintf(buf, cap,
+             "symmpin's own CUDA runtime %s cannot start (%s; the driver supports CUDA "
+             "%s); %s",
+             rt, err, drv, out);
+    break;
+  case SYMMPIN_CUDA_UNKNOWN:
+  default:
+    snprintf(buf, cap,
+             "cannot read the CUDA runtime's or driver's version (runtime %s, driver %s); "
+             "%s",
+             rt, drv, out);
+    break;
+  }
+  return SYMMPIN_LOG_INFO;
+}
+
+/* ---- the process's verdicts ---- */
+
+/* Decide once for the process; the thread that decides logs the verdict lines. */
+static int decide(const symmpin_banner_facts *f) {
+  int nccl = (int)symmpin_banner_nccl_support(f->nccl_version);
+  int cuda =
+      (int)symmpin_banner_cuda_support(f->cudart_version, f->driver_version, f->cudart_error);
+  int none = -1;
+  if (!atomic_compare_exchange_strong(&verdicts, &none, nccl | cuda << 8)) return none;
+  char line[SYMMPIN_BANNER_LINE];
+  int level = symmpin_banner_nccl_line(f->nccl_version, f->nccl_built, line, sizeof line);
+  if (level && SYMMPIN_LOG_ON(level)) symmpin_log_write(level, __FILE__, __LINE__, "%s", line);
+  level = symmpin_banner_cuda_line(f, line, sizeof line);
+  if (level && SYMMPIN_LOG_ON(level)) symmpin_log_write(level, __FILE__, __LINE__, "%s", line);
+  return nccl | cuda << 8;
+}
+
+static void versions(symmpin_banner_facts *f) {
+  const symmpin_banner_probe *p = probe_get();
+  if (p && p->versions) p->versions(f);
+}
+
+static int verdicts_get(void) {
+  int v = atomic_load_explicit(&verdicts, memory_order_acquire);
+  if (v < 0) {
+    symmpin_banner_facts f;
+    symmpin_banner_facts_init(&f);
+    versions(&f);
+    v = decide(&f);
+  }
+  return v;
+}
+
+bool symmpin_banner_nccl_supported(void) {
+  int v = VERDICT_NCCL(verdicts_get());
+  return v == SYMMPIN_NCCL_TESTED || v == SYMMPIN_NCCL_EXPECTED;
+}
+
+bool symmpin_banner_cuda_supported(void) { return VERDICT_CUDA(verdicts_get()) == SYMMPIN_CUDA_OK; }
+
+/* ---- the banner ---- */
 
 int symmpin_banner_lines(const symmpin_banner_facts *f, char (*lines)[SYMMPIN_BANNER_LINE],
                          int max) {
@@ -160,8 +224,19 @@ int symmpin_banner_lines(const symmpin_banner_facts *f, char (*lines)[SYMMPIN_BA
        SYMMPIN_NCCL_TESTED_MINOR);
   cuda_version_str(f->cudart_version, a, sizeof a);
   cuda_version_str(f->driver_version, b, sizeof b);
-  LINE("CUDA runtime %s (symmpin's libcudart), driver supports CUDA %s%s%s", a, b,
-       f->other_cudart[0] ? "; also loaded: " : "", f->other_cudart);
+  char prog[SYMMPIN_BANNER_LINE / 2] = "none loaded";
+  for (int i = 0, k = 0; i < f->nprogram_cudarts && i < SYMMPIN_BANNER_MAX_CUDARTS; i++) {
+    char v[32];
+    cuda_version_str(f->program_cudart[i].version, v, sizeof v);
+    int m = snprintf(prog + k, sizeof prog - (size_t)k, "%slibcudart.so.%d %s", i ? ", " : "",
+                     f->program_cudart[i].major, v);
+    if (m > 0 && (size_t)(k + m) < sizeof prog) k += m;
+  }
+  if (f->driver_version == 0)
+    LINE("CUDA runtime %s (symmpin's own, static); the program's: %s; no CUDA driver", a, prog);
+  else
+    LINE("CUDA runtime %s (symmpin's own, static); the program's: %s; driver supports CUDA %s", a,
+         prog, b);
   if (f->cc > 0)
     LINE("GPU %d: %s, compute capability %d.%d (sm_%d)", f->device,
          f->gpu_name[0] ? f->gpu_name : "(name unknown)", f->cc / 10, f->cc % 10, f->cc);
@@ -204,7 +279,10 @@ void symmpin_banner_once(int device) {
   versions(&f);
   if (SYMMPIN_LOG_ON(SYMMPIN_LOG_INFO)) {
     const symmpin_banner_probe *p = probe_get();
-    if (p && p->gpu) p->gpu(device, &f);
+    /* Only where symmpin's runtime works: its GPU questions would only fail. */
+    bool cuda_ok = symmpin_banner_cuda_support(f.cudart_version, f.driver_version,
+                                               f.cudart_error) == SYMMPIN_CUDA_OK;
+    if (cuda_ok && p && p->gpu) p->gpu(device, &f);
     static char lines[SYMMPIN_BANNER_MAX_LINES][SYMMPIN_BANNER_LINE]; /* once per process */
     int n = symmpin_banner_lines(&f, lines, SYMMPIN_BANNER_MAX_LINES);
     for (int i = 0; i < n; i++) SYMMPIN_INFO("%s", lines[i]);

@@ -1,13 +1,15 @@
-/* The version banner and the NCCL version policy.
+/* The version banner, the NCCL version policy and the CUDA driver policy.
  *
  * Once per process, when symmpin becomes active (the first communicator init), the banner logs at
- * INFO which symmpin this is and what it runs on: NCCL's version, the CUDA runtime and driver, the
- * GPU and the P2P access matrix among the visible GPUs. The same moment decides whether the NCCL
- * in the process is one symmpin may work with (symmpin_banner_nccl_supported); when it is not, one
- * WARN line says so and why.
+ * INFO which symmpin this is and what it runs on: NCCL's version, the CUDA runtimes (symmpin's
+ * own, static, and the program's) and the driver, the GPU and the P2P access matrix among the
+ * visible GPUs. The same moment decides whether the NCCL in the process is one symmpin may work
+ * with (symmpin_banner_nccl_supported; when not, one WARN line says why) and whether the driver
+ * can run symmpin's own CUDA runtime (symmpin_banner_cuda_supported; when not, one INFO line says
+ * why, and the program runs exactly as without symmpin: every call goes to NCCL).
  *
  * Plain C without CUDA or NCCL headers: the facts come from a probe that interpose/ installs when
- * the library loads (interpose/banner_probe.c: the real ncclGetVersion, the CUDA runtime). Until
+ * the library loads (interpose/banner_probe.c: the real ncclGetVersion, the CUDA runtimes). Until
  * then every fact reads "unknown" (CPU tests that install nothing). */
 #ifndef SYMMPIN_PRELOAD_BANNER_H
 #define SYMMPIN_PRELOAD_BANNER_H
@@ -24,6 +26,14 @@
 #define SYMMPIN_NCCL_MIN_MAJOR 2
 #define SYMMPIN_NCCL_MIN_MINOR 18
 
+/* CUDA runtime error numbers the driver policy names (interpose/banner_probe.c checks them
+ * against the runtime's header at compile time). */
+#define SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER 35        /* cudaErrorInsufficientDriver */
+#define SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER 36 /* cudaErrorCallRequiresNewerDriver */
+
+/* The program's CUDA runtimes the banner names (libcudart.so.<major> already loaded). */
+#define SYMMPIN_BANNER_MAX_CUDARTS 4
+
 /* The P2P matrix covers at most this many GPUs (the first ones). */
 #define SYMMPIN_BANNER_MAX_GPUS 16
 /* A banner line is at most this long (with its NUL); the banner has at most this many lines. */
@@ -33,9 +43,17 @@
 typedef struct symmpin_banner_facts {
   int nccl_version;     /* ncclGetVersion of the NCCL in the process; -1 unknown */
   int nccl_built;       /* NCCL_VERSION_CODE of the nccl.h symmpin was built with; -1 unknown */
-  int cudart_version;   /* cudaRuntimeGetVersion (13000 = 13.0): symmpin's own runtime; -1 */
-  int driver_version;   /* cudaDriverGetVersion: the newest CUDA the driver supports; -1 */
-  char other_cudart[32]; /* soname of another CUDA runtime loaded in the process ("" none) */
+  int cudart_version;   /* symmpin's own runtime (static): its version, 13000 = 13.0; -1 unknown */
+  int cudart_error;     /* what symmpin's runtime answered when first asked (cudaGetDeviceCount):
+                           0 it works, else the cudaError_t; -1 unknown */
+  char cudart_error_name[48]; /* its name ("" unknown) */
+  int driver_version;   /* cudaDriverGetVersion: the newest CUDA the driver supports, 0 no driver
+                           (no libcuda.so.1); -1 unknown */
+  int nprogram_cudarts; /* the program's runtimes already loaded (never loaded by symmpin) */
+  struct {
+    int major;   /* libcudart.so.<major> */
+    int version; /* its cudaRuntimeGetVersion; -1 unknown */
+  } program_cudart[SYMMPIN_BANNER_MAX_CUDARTS];
   int device;           /* the GPU described (the first communicator's); -1 unknown */
   char gpu_name[96];    /* its name; "" unknown */
   int cc;               /* its compute capability x10 (90 = 9.0 = sm_90); 0 unknown */
@@ -48,9 +66,10 @@ typedef struct symmpin_banner_facts {
 /* Every field "unknown". */
 void symmpin_banner_facts_init(symmpin_banner_facts *f);
 
-/* What interpose/ supplies. `versions` fills nccl_version, nccl_built and other_cudart (cheap:
- * always asked); `gpu` fills the rest for GPU `device` (-1: the calling thread's current one),
- * asked only when the banner is logged (INFO). Either may be NULL. */
+/* What interpose/ supplies. `versions` fills the NCCL, CUDA runtime and driver facts (cheap:
+ * always asked, at the first communicator); `gpu` fills the rest for GPU `device` (-1: the calling
+ * thread's current one), asked only when the banner is logged (INFO) and symmpin's runtime works.
+ * Either may be NULL. */
 typedef struct symmpin_banner_probe {
   void (*versions)(symmpin_banner_facts *f);
   void (*gpu)(int device, symmpin_banner_facts *f);
@@ -59,8 +78,9 @@ typedef struct symmpin_banner_probe {
 /* Install the probe (copied), once, when the library loads. */
 void symmpin_banner_install(const symmpin_banner_probe *p);
 
-/* Log the banner (INFO) and the NCCL verdict line (see below) for GPU `device`, the first time it
- * is called in the process; later calls return at once. Called from the communicator init event. */
+/* Log the banner (INFO) and the verdict lines (NCCL, CUDA driver: see below) for GPU `device`, the
+ * first time it is called in the process; later calls return at once. Called from the
+ * communicator init event. */
 void symmpin_banner_once(int device);
 
 /* The verdict on an NCCL version (a pure function of the code). */
@@ -83,6 +103,33 @@ void symmpin_banner_nccl_version_str(int version, char *buf, size_t cap);
  * probe and logs the verdict line if the banner has not yet); cheap afterwards. The engine asks
  * it before it sets up a communicator, and keeps that communicator on NCCL when false. */
 bool symmpin_banner_nccl_supported(void);
+
+/* The verdict on the CUDA driver for symmpin's own runtime (a pure function of the facts):
+ * `runtime` and `driver` are CUDA versions (13000 = 13.0; driver 0: no driver; -1 unknown),
+ * `runtime_error` what symmpin's runtime answered when first asked (0 it works; -1 unknown). Only
+ * the major versions are compared: a runtime runs on any driver of its major version (CUDA's
+ * minor version compatibility; a call that needs a newer driver fails with an error of its own,
+ * which the engine treats as any CUDA failure: that communicator stays on NCCL). */
+typedef enum symmpin_cuda_support {
+  SYMMPIN_CUDA_OK = 0,
+  SYMMPIN_CUDA_NO_DRIVER = 1,      /* no CUDA driver in the process (no libcuda.so.1) */
+  SYMMPIN_CUDA_DRIVER_TOO_OLD = 2, /* the driver's CUDA major version is older than the runtime's,
+                                      or the runtime says cudaErrorInsufficientDriver */
+  SYMMPIN_CUDA_RUNTIME_FAILED = 3, /* the runtime cannot start for another reason (no GPU, ...) */
+  SYMMPIN_CUDA_UNKNOWN = 4,        /* a version could not be read */
+} symmpin_cuda_support;
+
+symmpin_cuda_support symmpin_banner_cuda_support(int runtime, int driver, int runtime_error);
+/* The INFO line for the facts' CUDA verdict ("" and 0 when symmpin's runtime works); returns the
+ * level it is logged at (SYMMPIN_LOG_INFO) or 0. */
+int symmpin_banner_cuda_line(const symmpin_banner_facts *f, char *buf, size_t cap);
+
+/* Whether the driver can run symmpin's own CUDA runtime in this process. Decided once, with the
+ * NCCL verdict (the first call asks the probe and logs the verdict lines if the banner has not
+ * yet); cheap afterwards. The engine asks it before anything else when it sets up a communicator:
+ * when false, it makes no CUDA call and keeps the communicator on NCCL without a line of its own
+ * (the process's one INFO line said why). */
+bool symmpin_banner_cuda_supported(void);
 
 /* The banner's lines for `f` (no level or prefix, no newline); returns how many (at most `max`).
  * Line 0: "symmpin <version> (<git>) active"; then NCCL, CUDA, GPU, and the P2P matrix. */

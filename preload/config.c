@@ -4,6 +4,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -228,24 +230,49 @@ static const char *type_word(const symmpin_config_var *v) {
   return "value";
 }
 
-void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *arg,
-                         symmpin_config *out) {
+/* What a read found, for its log lines: the process's read keeps them for the first
+ * communicator (a process that never creates one logs nothing: docs/config.md). The texts are
+ * copies (a later setenv may free the environment's); a longer one is cut for the log. */
+#define NVARS (sizeof vars / sizeof vars[0])
+enum { NOTE_UNSET, NOTE_SET, NOTE_INVALID };
+typedef struct config_notes {
+  unsigned char state[NVARS];
+  char text[NVARS][SYMMPIN_CONFIG_PATH_MAX];
+} config_notes;
+
+static void config_parse(const char *(*get)(const char *name, void *arg), void *arg,
+                         symmpin_config *out, config_notes *notes) {
   symmpin_config cfg;
   memset(&cfg, 0, sizeof cfg);
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+  for (size_t i = 0; i < NVARS; i++) {
     bool ok = set_value(&vars[i], vars[i].def, &cfg);
     SYMMPIN_ASSERT(ok); /* every default is valid (tests/preload/test_config.c checks it too) */
   }
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+  for (size_t i = 0; i < NVARS; i++) {
     const char *text = get(vars[i].name, arg);
-    if (!text) continue;
-    if (set_value(&vars[i], text, &cfg))
-      SYMMPIN_INFO("%s=%s (%s)", vars[i].name, text, vars[i].meaning);
-    else
-      SYMMPIN_WARN("%s=\"%s\" is not a valid %s; keeping the default \"%s\"", vars[i].name, text,
-                   type_word(&vars[i]), vars[i].def);
+    notes->state[i] = !text                             ? NOTE_UNSET
+                      : set_value(&vars[i], text, &cfg) ? NOTE_SET
+                                                        : NOTE_INVALID;
+    if (text) snprintf(notes->text[i], sizeof notes->text[i], "%s", text);
   }
   *out = cfg;
+}
+
+static void config_notes_log(const config_notes *notes) {
+  for (size_t i = 0; i < NVARS; i++) {
+    if (notes->state[i] == NOTE_SET)
+      SYMMPIN_INFO("%s=%s (%s)", vars[i].name, notes->text[i], vars[i].meaning);
+    else if (notes->state[i] == NOTE_INVALID)
+      SYMMPIN_WARN("%s=\"%s\" is not a valid %s; keeping the default \"%s\"", vars[i].name,
+                   notes->text[i], type_word(&vars[i]), vars[i].def);
+  }
+}
+
+void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *arg,
+                         symmpin_config *out) {
+  config_notes notes;
+  config_parse(get, arg, out, &notes);
+  config_notes_log(&notes);
 }
 
 static const char *env_get(const char *name, void *arg) {
@@ -254,23 +281,30 @@ static const char *env_get(const char *name, void *arg) {
 }
 
 static symmpin_config process_config;
+static config_notes process_notes;
 static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+static _Atomic int process_logged;
 
 static void process_read(void) {
-  /* The logger first, quietly, so the full read below logs at the level the user asked for. */
+  /* The logger first, so that what is logged later goes at the level and to the file asked for;
+   * the file is opened by the first line written (none: no file). */
   int level = SYMMPIN_LOG_WARN;
   const char *d = getenv("SYMMPIN_DEBUG");
   if (d) (void)choice_index(d, debug_levels, &level);
-  int fd = -1;
   const char *f = getenv("SYMMPIN_DEBUG_FILE");
-  if (f && *f) fd = symmpin_log_open_file(f);
-  symmpin_log_configure((symmpin_log_level)level, fd);
-  symmpin_config_read(env_get, NULL, &process_config);
+  if (f && *f) symmpin_log_set_file(f);
+  symmpin_log_configure((symmpin_log_level)level, -1);
+  config_parse(env_get, NULL, &process_config, &process_notes);
 }
 
 const symmpin_config *symmpin_config_get(void) {
   pthread_once(&process_once, process_read);
   return &process_config;
+}
+
+void symmpin_config_log_once(void) {
+  pthread_once(&process_once, process_read);
+  if (!atomic_exchange(&process_logged, 1)) config_notes_log(&process_notes);
 }
 
 void symmpin_config_set_for_tests(const symmpin_config *cfg) {

@@ -1,7 +1,9 @@
 /* The configuration: ONE table of SYMMPIN_* environment variables (name, default, meaning), read
- * once per process. Each variable that is set is logged at INFO; an invalid value warns and keeps
- * the default. Booleans take 1/yes/on/true and 0/no/off/false (any case); sizes take a K, M or G
- * suffix (powers of 1024). docs/config.md is this table in prose. */
+ * once per process. Each variable that is set is logged at INFO and an invalid value warns and
+ * keeps the default, at the process's first communicator (symmpin_config_log_once): a process
+ * that never creates one sees no line of symmpin. Booleans take 1/yes/on/true and 0/no/off/false
+ * (any case); sizes take a K, M or G suffix (powers of 1024). docs/config.md is this table in
+ * prose. */
 #ifndef SYMMPIN_PRELOAD_CONFIG_H
 #define SYMMPIN_PRELOAD_CONFIG_H
 
@@ -67,14 +69,17 @@ bool symmpin_config_parse_uint(const char *s, uint64_t *out);
 bool symmpin_config_parse_size(const char *s, uint64_t *out);
 
 /* Fill *out from the defaults, then from every variable `get(name, arg)` returns non-NULL for,
- * logging each set one at INFO and warning (and keeping the default) for invalid ones. */
+ * logging each set one at INFO and warning (and keeping the default) for invalid ones, now. */
 void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *arg,
                          symmpin_config *out);
 
 /* The configuration in force: the ONE source every module reads. Read from the environment on
- * first use (thread-safe), which also applies SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE to the logger
- * before anything is logged. */
+ * first use (thread-safe), quietly, which also applies SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE to the
+ * logger before anything is logged (the file is created by the first line written). */
 const symmpin_config *symmpin_config_get(void);
+/* Log what the process's read found (the INFO and WARN lines of symmpin_config_read), the first
+ * time it is called; the preload calls it at the first communicator. */
+void symmpin_config_log_once(void);
 
 /* Tests only: put `cfg` in force instead of the environment (before the threads that read it). */
 void symmpin_config_set_for_tests(const symmpin_config *cfg);

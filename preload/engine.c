@@ -337,6 +337,12 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
       p.ops.group_times = op_group_times;
     }
   }
+  if (!symmpin_banner_cuda_supported()) {
+    /* The driver cannot run symmpin's own CUDA runtime: no CUDA call at all, and no line per
+     * communicator (the process's one INFO line said why: preload/banner.h). */
+    e->off_reason = SYMMPIN_REASON_COMM;
+    return e;
+  }
   char why[200];
   symmpin_status kernels_ok = SYMMPIN_ERR_CUDA;
   symmpin_devscope s;

@@ -32,6 +32,9 @@ static bool stats_on;
 static symmpin_allocmap *allocs;
 static _Atomic int exited;
 static _Atomic int first_rank = -1; /* rank of the process's first communicator: names files */
+/* The process has created (or tried to create) a communicator: until then symmpin logs nothing
+ * (but at TRACE), writes no file and starts no thread (docs/config.md). */
+static _Atomic int had_comm;
 
 static __thread int group_depth __attribute__((tls_model("initial-exec")));
 /* Outermost groups this thread has opened: with the thread's address, a token that tells one
@@ -75,7 +78,7 @@ static void note_rank(int rank) {
 
 static void init_from(const symmpin_config *cfg) {
   if (cfg->disable) {
-    SYMMPIN_INFO("disabled (SYMMPIN_DISABLE): pure pass-through");
+    SYMMPIN_TRACE("disabled (SYMMPIN_DISABLE): pure pass-through");
     atomic_store(&enabled, 0);
     return;
   }
@@ -111,6 +114,7 @@ void symmpin_preload_test_init(const symmpin_config *cfg) {
   if (allocs) symmpin_allocmap_destroy(allocs);
   allocs = NULL;
   atomic_store(&first_rank, -1);
+  atomic_store(&had_comm, 0);
   atomic_store(&exited, 0);
   group_depth = 0;
   ngroup_comms = 0; /* their references went with the reset */
@@ -255,7 +259,10 @@ void symmpin_event_comm_split_key(void *parent, int color, uint64_t *hi, uint64_
 void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi, uint64_t key_lo,
                              int rank, int nranks, int device, bool blocking, int rc) {
   if (!symmpin_events_enabled()) return;
-  symmpin_banner_once(device); /* once per process: versions, GPU, P2P; the NCCL verdict */
+  /* The process's first communicator: what symmpin says about itself starts here. */
+  if (!atomic_exchange(&had_comm, 1)) symmpin_config_log_once();
+  symmpin_banner_once(
+      device); /* once per process: versions, GPU, P2P; the NCCL and CUDA verdicts */
   pending_split sp = {0};
   if (call == SYMMPIN_COMM_SPLIT) {
     sp = pending_sp;
@@ -286,6 +293,8 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
                                  ? "a split of a communicator symmpin passes through"
                                  : "a split of a communicator symmpin does not know");
   }
+  /* After note_rank: the trace file, if its rank is still unknown, may now open with rank "u". */
+  symmpin_tracefile_allow_open();
   if (symmpin_tracefile_on()) {
     symmpin_trace_event ev;
     symmpin_tracefile_event_init(&ev, init_calls[call]);
@@ -798,7 +807,7 @@ void symmpin_preload_exit(void) {
                  "them); the process's end frees what they hold",
                  x.left);
   symmpin_tracefile_stop();
-  stats_report(symmpin_config_get());
+  if (atomic_load(&had_comm)) stats_report(symmpin_config_get()); /* none without a communicator */
 }
 
 __attribute__((constructor)) static void symmpin_preload_constructor(void) {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@ static char tf_pattern[512];
 static char tf_path[512];
 static symmpin_trace_event *early_events;
 static size_t early_cap, early_n;
+static size_t early_dropped;     /* events that did not fit before the first communicator */
+static _Atomic bool tf_may_open; /* the process has a communicator (allow_open) */
 static symmpin_trace_writer *writer;
 static uint64_t start_mono_ns, start_unix_ns;
 
@@ -75,6 +78,8 @@ symmpin_status symmpin_tracefile_start(const char *pattern, size_t early) {
   early_events = ev;
   early_cap = early;
   early_n = 0;
+  early_dropped = 0;
+  atomic_store(&tf_may_open, false);
   start_mono_ns = now_ns(CLOCK_MONOTONIC);
   start_unix_ns = now_ns(CLOCK_REALTIME);
   atomic_store(&tf_state, BUFFERING);
@@ -122,6 +127,10 @@ static void open_locked(int rank) {
     atomic_store(&tf_state, FAILED);
   } else {
     SYMMPIN_INFO("tracing to %s", tf_path);
+    if (early_dropped)
+      SYMMPIN_INFO("trace: %zu events before the first communicator did not fit the buffer (%zu "
+                   "events) and are not in the trace",
+                   early_dropped, early_cap);
     for (size_t i = 0; wheres && i < SYMMPIN_TRACEFILE_WHERES; i++)
       if (wheres[i].stack && !wheres[i].written) {
         symmpin_trace_writer_add_where(writer, wheres[i].stack, &wheres[i].where);
@@ -135,8 +144,12 @@ static void open_locked(int rank) {
   early_n = early_cap = 0;
 }
 
+void symmpin_tracefile_allow_open(void) { atomic_store(&tf_may_open, true); }
+
 void symmpin_tracefile_set_rank(int rank) {
-  if (rank < 0 || atomic_load(&tf_state) != BUFFERING) return;
+  if (rank < 0) return;
+  atomic_store(&tf_may_open, true);
+  if (atomic_load(&tf_state) != BUFFERING) return;
   pthread_mutex_lock(&tf_lock);
   if (atomic_load(&tf_state) == BUFFERING) open_locked(rank);
   pthread_mutex_unlock(&tf_lock);
@@ -172,8 +185,11 @@ void symmpin_tracefile_add_at(symmpin_trace_event *ev, const symmpin_site_where 
   int s = atomic_load(&tf_state);
   if (where && (s == BUFFERING || s == OPEN)) where_note(s, ev->stack, where);
   if (s == BUFFERING) {
-    if (early_n == early_cap) {
-      SYMMPIN_INFO("trace buffer full (%zu events) before any communicator: opening with rank u",
+    if (early_n == early_cap && !atomic_load(&tf_may_open)) {
+      early_dropped++; /* no communicator yet: no file may open */
+    } else if (early_n == early_cap) {
+      SYMMPIN_INFO("trace buffer full (%zu events) before the first communicator's rank is known: "
+                   "opening with rank u",
                    early_cap);
       open_locked(-1);
       s = atomic_load(&tf_state);
@@ -193,7 +209,11 @@ void symmpin_tracefile_flush(void) {
 
 void symmpin_tracefile_stop(void) {
   pthread_mutex_lock(&tf_lock);
-  if (atomic_load(&tf_state) == BUFFERING) open_locked(-1);
+  if (atomic_load(&tf_state) == BUFFERING && atomic_load(&tf_may_open))
+    open_locked(-1);
+  else if (atomic_load(&tf_state) == BUFFERING)
+    SYMMPIN_TRACE("trace: no communicator in this process, no trace file (%zu events dropped)",
+                  early_n + early_dropped);
   if (atomic_load(&tf_state) == OPEN) {
     symmpin_trace_writer_close(writer);
     writer = NULL;

@@ -1,7 +1,11 @@
 /* The process's trace file (SYMMPIN_TRACE): one file per process, named by expanding the pattern
  * with the rank of the process's first communicator. Events are buffered in memory until a
- * comm-init tells that rank, or opened with rank "u" when the buffer fills first (or at exit).
- * Thread-safe; never allocates per event (the buffer is allocated at start). */
+ * comm-init tells that rank; once the process has a communicator whose rank is not known yet (a
+ * split, a non-blocking init), the file opens with rank "u" when the buffer fills first, or at
+ * exit. A process that never creates a communicator writes no file: its events are dropped at
+ * exit, and those that do not fit the buffer before the first communicator are left out (the
+ * file then says how many, in an INFO line when it opens). Thread-safe; never allocates per
+ * event (the buffer is allocated at start). */
 #ifndef SYMMPIN_PRELOAD_TRACEFILE_H
 #define SYMMPIN_PRELOAD_TRACEFILE_H
 
@@ -20,8 +24,11 @@ bool symmpin_tracefile_on(void);
 /* An event with the defaults the trace format reads back for unwritten fields (comm, device,
  * rank, parent, stream_ord -1; the rest 0), the calling thread's id and the time filled in. */
 void symmpin_tracefile_event_init(symmpin_trace_event *ev, symmpin_trace_call call);
-/* The rank is known (the first communicator's): opens the file and writes the buffered events.
- * Later calls do nothing. */
+/* The process has a communicator (its rank may not be known yet): from now on the file may open
+ * (with rank "u" when the buffer fills or at exit). Before this, nothing opens a file. */
+void symmpin_tracefile_allow_open(void);
+/* The rank is known (the first communicator's; also allows the open): opens the file and writes
+ * the buffered events. Later calls do nothing. */
 void symmpin_tracefile_set_rank(int rank);
 void symmpin_tracefile_add(symmpin_trace_event *ev);
 /* The same, preceded the first time ev->stack is seen by a "#where=" line for it (when `where` is
@@ -29,7 +36,8 @@ void symmpin_tracefile_add(symmpin_trace_event *ev);
  * most SYMMPIN_TRACEFILE_WHERES stacks are described per process; the rest get none. */
 void symmpin_tracefile_add_at(symmpin_trace_event *ev, const symmpin_site_where *where);
 void symmpin_tracefile_flush(void);
-/* Flush and close (opening with rank "u" first if no rank came). Tracing is off afterwards. */
+/* Flush and close (opening with rank "u" first if no rank came but a communicator did; writing
+ * nothing if none came). Tracing is off afterwards. */
 void symmpin_tracefile_stop(void);
 /* The expanded path once the file is open ("" before). */
 const char *symmpin_tracefile_path(void);

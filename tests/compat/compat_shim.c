@@ -1,7 +1,10 @@
 /* FAKE for CPU tests: preloaded AFTER libsymmpin.so, it answers the version banner's questions in
  * place of the fake runtime and NCCL (tests/fakes), whose answers are fixed: ncclGetVersion (the
- * real-symbol lookup from libsymmpin finds this one first) returns SYMMPIN_TEST_NCCL_VERSION, and
- * the CUDA runtime describes two "FAKE H200" GPUs (sm_90) with P2P access from 0 to 1 only. */
+ * real-symbol lookup from libsymmpin finds this one first) returns SYMMPIN_TEST_NCCL_VERSION, and,
+ * through symmpin's test seam (interpose/cuda_queries.h: on because the fake runtime is loaded),
+ * the driver supports CUDA 13.1 and two "FAKE H200" GPUs (sm_90) have P2P access from 0 to 1 only.
+ * symmpin's own runtime version is not asked (it is the one symmpin was built with), nor is the
+ * program's asked here (it is read from the loaded libcudart.so.13 itself, the fake). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <stdlib.h>
@@ -12,11 +15,6 @@ ncclResult_t ncclGetVersion(int *version) {
   if (v && strcmp(v, "fail") == 0) return ncclSystemError;
   *version = v ? atoi(v) : NCCL_VERSION_CODE;
   return ncclSuccess;
-}
-
-cudaError_t cudaRuntimeGetVersion(int *v) {
-  *v = 13000;
-  return cudaSuccess;
 }
 
 cudaError_t cudaDriverGetVersion(int *v) {

@@ -120,7 +120,8 @@ Test(banner, known_facts) {
            SYMMPIN_GIT, symmpin_kernel_archs());
   cr_assert_str_eq(l[0], want);
   cr_assert_str_eq(l[1], "NCCL 2.28.3 (symmpin built against 2.28.9, tested with 2.28)");
-  cr_assert_str_eq(l[2], "CUDA runtime 13.0 (symmpin's libcudart), driver supports CUDA 13.1");
+  cr_assert_str_eq(l[2], "CUDA runtime 13.0 (symmpin's own, static); the program's: none loaded; "
+                         "driver supports CUDA 13.1");
   cr_assert_str_eq(l[3], "GPU 1: NVIDIA H200, compute capability 9.0 (sm_90)");
   cr_assert(strstr(l[4], "P2P access among 2 visible GPUs (row: GPU that accesses"), "%s", l[4]);
   cr_assert_str_eq(l[5], "P2P      0  1");
@@ -138,7 +139,8 @@ Test(banner, p2p_rows_and_unknowns) {
   int n = lines_of(&f, l);
   cr_assert_eq(n, 9);
   cr_assert_str_eq(l[1], "NCCL unknown (symmpin built against unknown, tested with 2.28)");
-  cr_assert_str_eq(l[2], "CUDA runtime unknown (symmpin's libcudart), driver supports CUDA unknown");
+  cr_assert_str_eq(l[2], "CUDA runtime unknown (symmpin's own, static); the program's: none "
+                         "loaded; driver supports CUDA unknown");
   cr_assert_str_eq(l[3], "GPU -1: (name unknown), compute capability unknown");
   cr_assert_str_eq(l[5], "P2P      0  1  2");
   cr_assert_str_eq(l[6], "P2P  0:  -  Y  N");
@@ -162,8 +164,135 @@ Test(banner, gpu_counts) {
   cr_assert(strstr(l[4], "among 20 visible GPUs, the first 16 shown"), "%s", l[4]);
   cr_assert(strstr(l[n - 1], "P2P 15:"), "%s", l[n - 1]);
   cr_assert_eq(strlen(l[n - 1]), strlen("P2P 15:") + 3 * 16);
-  /* A second runtime is named on the CUDA line. */
-  snprintf(f.other_cudart, sizeof f.other_cudart, "libcudart.so.12");
+}
+
+Test(banner, program_runtimes_are_named) {
+  /* The program's runtimes, next to symmpin's own: a CUDA 12 PyTorch, and a second one loaded by
+   * something else (the version of which could not be read). */
+  symmpin_banner_facts f;
+  symmpin_banner_facts_init(&f);
+  f.cudart_version = 13000;
+  f.driver_version = 13000;
+  f.nprogram_cudarts = 2;
+  f.program_cudart[0].major = 12, f.program_cudart[0].version = 12080;
+  f.program_cudart[1].major = 13, f.program_cudart[1].version = -1;
+  static char l[SYMMPIN_BANNER_MAX_LINES][SYMMPIN_BANNER_LINE];
   lines_of(&f, l);
-  cr_assert(strstr(l[2], "; also loaded: libcudart.so.12"), "%s", l[2]);
+  cr_assert_str_eq(l[2],
+                   "CUDA runtime 13.0 (symmpin's own, static); the program's: "
+                   "libcudart.so.12 12.8, libcudart.so.13 unknown; driver supports CUDA 13.0");
+  f.driver_version = 0; /* no libcuda.so.1 */
+  lines_of(&f, l);
+  cr_assert(strstr(l[2], "libcudart.so.13 unknown; no CUDA driver"), "%s", l[2]);
+}
+
+/* ---- the CUDA driver policy (symmpin's own runtime, CUDA 13.0 in these cases) ---- */
+
+Test(cuda_policy, verdicts) {
+  struct {
+    int runtime, driver, error;
+    symmpin_cuda_support want;
+  } cases[] = {
+      {13000, 13000, 0, SYMMPIN_CUDA_OK},
+      {13000, 13010, 0, SYMMPIN_CUDA_OK},
+      {13020, 13000, 0, SYMMPIN_CUDA_OK}, /* minor version compatibility */
+      {13000, 14000, 0, SYMMPIN_CUDA_OK},
+      {13000, 12080, 0, SYMMPIN_CUDA_DRIVER_TOO_OLD},
+      {13000, 12040, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, SYMMPIN_CUDA_DRIVER_TOO_OLD},
+      {13000, 13000, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, SYMMPIN_CUDA_DRIVER_TOO_OLD},
+      {13000, 13000, SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, SYMMPIN_CUDA_DRIVER_TOO_OLD},
+      {13000, 0, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, SYMMPIN_CUDA_NO_DRIVER},
+      {13000, 0, -1, SYMMPIN_CUDA_NO_DRIVER},
+      {13000, 13000, 100 /* cudaErrorNoDevice */, SYMMPIN_CUDA_RUNTIME_FAILED},
+      {13000, -1, 0, SYMMPIN_CUDA_UNKNOWN},
+      {-1, 13000, 0, SYMMPIN_CUDA_UNKNOWN},
+      {13000, 13000, -1, SYMMPIN_CUDA_UNKNOWN},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_assert_eq(symmpin_banner_cuda_support(cases[i].runtime, cases[i].driver, cases[i].error),
+                 cases[i].want, "case %zu: runtime %d driver %d error %d", i, cases[i].runtime,
+                 cases[i].driver, cases[i].error);
+}
+
+static symmpin_banner_facts cuda_facts(int driver, int error, const char *error_name) {
+  symmpin_banner_facts f;
+  symmpin_banner_facts_init(&f);
+  f.cudart_version = 13000;
+  f.driver_version = driver;
+  f.cudart_error = error;
+  snprintf(f.cudart_error_name, sizeof f.cudart_error_name, "%s", error_name);
+  return f;
+}
+
+Test(cuda_policy, lines) {
+  char s[SYMMPIN_BANNER_LINE];
+  symmpin_banner_facts f = cuda_facts(13000, 0, "");
+  cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), 0);
+  cr_assert_str_empty(s);
+  const char *out =
+      "symmpin stays out of this process: every call goes to NCCL, as without symmpin";
+  f = cuda_facts(0, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, "cudaErrorInsufficientDriver");
+  cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
+  cr_assert(strstr(s, "no CUDA driver in this process (libcuda.so.1 not found)"), "%s", s);
+  cr_assert(strstr(s, out), "%s", s);
+  f = cuda_facts(12040, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, "cudaErrorInsufficientDriver");
+  cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
+  cr_assert(strstr(s, "the CUDA driver supports CUDA 12.4, older than symmpin's own CUDA runtime "
+                      "13.0 (it needs a driver for CUDA 13 or newer): cudaErrorInsufficientDriver"),
+            "%s", s);
+  cr_assert(strstr(s, out), "%s", s);
+  f = cuda_facts(12080, 0, "");
+  symmpin_banner_cuda_line(&f, s, sizeof s);
+  cr_assert(strstr(s, "supports CUDA 12.8, older than symmpin's own CUDA runtime 13.0 (it needs a "
+                      "driver for CUDA 13 or newer); symmpin stays out"),
+            "%s", s);
+  f = cuda_facts(13000, 100, "cudaErrorNoDevice");
+  cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
+  cr_assert(strstr(s, "symmpin's own CUDA runtime 13.0 cannot start (cudaErrorNoDevice; the driver "
+                      "supports CUDA 13.0)"),
+            "%s", s);
+  f = cuda_facts(-1, 0, "");
+  cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
+  cr_assert(strstr(s, "cannot read the CUDA runtime's or driver's version"), "%s", s);
+}
+
+/* symmpin_banner_cuda_supported() asks the installed probe once, with the NCCL verdict. */
+static int probe_driver;
+static void probe_cuda_versions(symmpin_banner_facts *f) {
+  f->nccl_version = 22809;
+  f->nccl_built = 22809;
+  f->cudart_version = 13000;
+  f->driver_version = probe_driver;
+  f->cudart_error = probe_driver >= 13000 ? 0 : SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER;
+}
+
+static bool cuda_supported_with(int driver) {
+  probe_driver = driver;
+  symmpin_banner_probe p = {.versions = probe_cuda_versions, .gpu = NULL};
+  symmpin_banner_install(&p);
+  return symmpin_banner_cuda_supported();
+}
+
+Test(cuda_policy, supported) {
+  cr_assert(cuda_supported_with(13000));
+  cr_assert(symmpin_banner_nccl_supported(), "decided together: NCCL 2.28.9 is fine");
+}
+
+Test(cuda_policy, refused_old_driver_once, .init = cr_redirect_stderr) {
+  symmpin_log_configure(SYMMPIN_LOG_INFO, -1);
+  cr_assert_not(cuda_supported_with(12040));
+  probe_driver = 13000; /* a later answer does not change the process's verdict */
+  cr_assert_not(symmpin_banner_cuda_supported());
+  symmpin_banner_once(0); /* the banner at a later communicator: no second verdict line */
+  fflush(stderr);
+  char buf[8192] = "";
+  FILE *f = cr_get_redirected_stderr();
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  const char *verdict = "the CUDA driver supports CUDA";
+  const char *first = strstr(buf, verdict);
+  cr_assert(first, "%s", buf);
+  cr_assert(strstr(buf, "symmpin INFO the CUDA driver supports CUDA 12.4"), "%s", buf);
+  cr_assert_null(strstr(first + strlen(verdict), verdict), "logged once: %s", buf);
+  cr_assert_null(strstr(buf, "symmpin WARN"), "an old driver is INFO, not a warning: %s", buf);
 }

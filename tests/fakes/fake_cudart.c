@@ -1,8 +1,13 @@
 /* FAKE for CPU tests: a stand-in for libcudart.so.13 (same soname, same symbol version node) so
- * that libsymmpin.so and test programs run on machines without a GPU. "Device" memory is host
- * memory; there is one device per thread (cudaSetDevice) and nothing runs. Kernel registration
- * (__cudaRegister*) is accepted and ignored. The other runtime functions libsymmpin imports are
- * generated stubs returning cudaErrorNotSupported (gen_cudart_stubs.py). */
+ * that test programs run on machines without a GPU, with libsymmpin.so preloaded or not. "Device"
+ * memory is host memory; there is one device per thread (cudaSetDevice) and nothing runs. Kernel
+ * registration (__cudaRegister*) is accepted and ignored.
+ *
+ * It also defines the marker of symmpin's test seam (interpose/cuda_queries.h): in a process that
+ * loaded this fake, symmpin asks its own CUDA questions outside the engine (current device,
+ * capture state, driver version, the banner's GPU facts) of this fake instead of its own static
+ * runtime, which on a machine without a GPU could only fail. The answers below are the fake's:
+ * the driver version is SYMMPIN_TEST_DRIVER_VERSION (default 13000, CUDA 13.0). */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -10,6 +15,9 @@
 
 #include "fake_control.h"
 #include "fake_counters.h"
+
+/* The seam's marker: its presence is what symmpin looks for (the value is not read). */
+int symmpin_test_fake_cudart = 1;
 
 static fake_counters counters = FAKE_COUNTERS_INIT;
 static int nested;
@@ -107,6 +115,30 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
   if (edges) *edges = NULL;
   if (ndeps) *ndeps = 0;
   return cudaSuccess;
+}
+
+/* The program's runtime version, as the banner names it (distinct from symmpin's own 13.0, so a
+ * test sees which one a line reports). */
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = 13010;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v) {
+  const char *s = getenv("SYMMPIN_TEST_DRIVER_VERSION");
+  *v = s ? atoi(s) : 13000;
+  return cudaSuccess;
+}
+
+/* No GPU facts: the banner reads them as unknown (tests/compat's shim gives some). */
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
+  (void)p, (void)device;
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
+  (void)can, (void)device, (void)peer;
+  return fail(cudaErrorNotSupported);
 }
 
 cudaError_t cudaGetLastError(void) {

@@ -4,8 +4,10 @@
  * Every check here is on values the fakes compute; the program prints "ok <scenario>" and exits 0
  * when all pass, "FAIL ..." and exits 1 otherwise. */
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +135,8 @@ static void errors(void) {
   CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 }
 
-/* The fake's cudaMalloc calls cudaMalloc/cudaFree from inside itself. */
+/* The fake's cudaMalloc calls cudaMalloc/cudaFree from inside itself. Then one communicator, so
+ * that symmpin writes its trace (a process without one writes none). */
 static void reentrant(void) {
   fake_cuda_set_nested(1);
   void *p[3];
@@ -141,6 +144,11 @@ static void reentrant(void) {
   for (int i = 0; i < 3; i++) CHECK(cudaFree(p[i]) == cudaSuccess, "free");
   CHECK(fake_cuda_count("cudaMalloc") == 6, "fake mallocs %ld", fake_cuda_count("cudaMalloc"));
   CHECK(fake_cuda_count("cudaFree") == 6, "fake frees %ld", fake_cuda_count("cudaFree"));
+  ncclUniqueId id;
+  ncclComm_t comm;
+  CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess,
+        "init");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
 }
 
 /* Threads, each with its own communicator, all at once. */
@@ -273,9 +281,43 @@ static void life(void) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ncclCommDestroy(all[i]);
 }
 
+/* The threads of this process now (/proc/self/task). */
+static int threads_now(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (de->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+/* "quiet": allocations, never a communicator; "quiet_comm": the same and one communicator of two
+ * ranks with one all-reduce. Prints the process's thread count at the start of main and at its
+ * end (symmpin's constructors ran before the first, its exit runs after the second). */
+static void quiet(bool comm) {
+  int before = threads_now();
+  void *p = NULL;
+  CHECK(cudaMalloc(&p, 256) == cudaSuccess && cudaFree(p) == cudaSuccess, "malloc/free");
+  if (comm) {
+    ncclUniqueId id;
+    ncclComm_t c;
+    CHECK(ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&c, 2, id, 0) == ncclSuccess,
+          "init");
+    float buf[8] = {1};
+    CHECK(ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, c, NULL) == ncclSuccess, "all-reduce");
+    CHECK(buf[0] == 2.0f, "result %g", (double)buf[0]);
+    CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy");
+  }
+  printf("threads %d %d\n", before, threads_now());
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s basic|errors|reentrant|threads|nonblocking|initall\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s basic|errors|reentrant|threads|nonblocking|initall|life|quiet|quiet_comm\n",
+            argv[0]);
     return 2;
   }
   const char *s = argv[1];
@@ -287,6 +329,10 @@ int main(int argc, char **argv) {
   else if (!strcmp(s, "initall")) initall();
   else if (!strcmp(s, "life"))
     life();
+  else if (!strcmp(s, "quiet"))
+    quiet(false);
+  else if (!strcmp(s, "quiet_comm"))
+    quiet(true);
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

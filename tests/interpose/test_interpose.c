@@ -519,6 +519,137 @@ Test(preloaded, nccl_loaded_rtld_local, .timeout = 30) {
   cr_assert_null(strstr(r.out, "ncclAllReduce at 0x0"), "%s", r.out);
 }
 
+/* ---- quiet where there is nothing to do (docs/config.md) ---- */
+
+/* fake_app `scenario` (on the FAKE runtime and NCCL) with every setting that logs, writes a file
+ * or starts a thread: the log at INFO, to stderr or (debug_file) to a file, the trace, and the
+ * statistics as a table and as JSON, all into x->dir. */
+static spawn_result *app_loud(run_ctx *x, const char *scenario, bool preload, bool debug_file) {
+  spawn_tmpdir(x->dir, sizeof x->dir);
+  cr_assert(x->dir[0]);
+  static char trace[512], stats[512], log[512];
+  snprintf(trace, sizeof trace, "SYMMPIN_TRACE=%s/trace.%%r.%%p", x->dir);
+  snprintf(stats, sizeof stats, "SYMMPIN_STATS_FILE=%s/stats.%%r.%%p.json", x->dir);
+  snprintf(log, sizeof log, "SYMMPIN_DEBUG_FILE=%s/log.%%p", x->dir);
+  const char *env[] = {"SYMMPIN_DEBUG=INFO",
+                       "SYMMPIN_STATS=1",
+                       "SYMMPIN_TIMEOUT_MS=200",
+                       trace,
+                       stats,
+                       debug_file ? log : NULL,
+                       NULL};
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_APP"), (char *)scenario, NULL};
+  cr_assert(spawn_run(argv, env, preload, &x->r));
+  cr_assert_eq(x->r.status, 0, "%s", x->r.out);
+  return &x->r;
+}
+
+static int files_in(const char *dir) {
+  int n = 0;
+  char path[512];
+  const char *prefixes[] = {"trace.", "stats.", "log.", NULL};
+  for (int i = 0; prefixes[i]; i++) n += spawn_find(dir, prefixes[i], path, sizeof path);
+  return n;
+}
+
+/* Threads "threads A B" as the program printed them. */
+static void threads_of(const spawn_result *r, int *before, int *after) {
+  const char *t = strstr(r->out, "threads ");
+  cr_assert(t, "%s", r->out);
+  cr_assert_eq(sscanf(t, "threads %d %d", before, after), 2, "%s", r->out);
+}
+
+Test(preloaded, quiet_without_a_communicator, .timeout = 30) {
+  /* The program alone: its own output and threads. */
+  run_ctx plain;
+  spawn_result *p = app_loud(&plain, "quiet", false, false);
+  int b0, a0;
+  threads_of(p, &b0, &a0);
+  /* Preloaded, with every loud setting: the same output to the byte (no log line), the same
+   * threads at the start and at the end (none of symmpin's), and no file. */
+  run_ctx x;
+  spawn_result *r = app_loud(&x, "quiet", true, false);
+  cr_assert_str_eq(r->out, p->out);
+  int b, a;
+  threads_of(r, &b, &a);
+  cr_assert_eq(b, b0);
+  cr_assert_eq(a, a0);
+  cr_assert_eq(files_in(x.dir), 0, "a file in %s", x.dir);
+  /* The log to a file: no file either. */
+  run_ctx y;
+  r = app_loud(&y, "quiet", true, true);
+  cr_assert_str_eq(r->out, p->out);
+  cr_assert_eq(files_in(y.dir), 0, "a file in %s", y.dir);
+}
+
+Test(preloaded, loud_from_the_first_communicator, .timeout = 30) {
+  /* The same program making one communicator: the configuration's lines, the trace, both forms
+   * of the statistics and symmpin's watch thread appear (so the quiet test above can fail). */
+  run_ctx x;
+  spawn_result *r = app_loud(&x, "quiet_comm", true, false);
+  cr_assert(strstr(r->out, "symmpin INFO SYMMPIN_DEBUG=INFO"), "%s", r->out);
+  cr_assert(strstr(r->out, "symmpin INFO SYMMPIN_STATS=1"), "%s", r->out);
+  cr_assert(strstr(r->out, "symmpin stats: 1 communicator(s)"), "%s", r->out);
+  /* The configuration comes first, at the communicator (before the banner). */
+  cr_assert_lt(strstr(r->out, "SYMMPIN_DEBUG=INFO"), strstr(r->out, ") active; kernels carry"));
+  char path[512];
+  cr_assert(spawn_find(x.dir, "trace.0.", path, sizeof path), "no trace in %s", x.dir);
+  cr_assert(spawn_find(x.dir, "stats.0.", path, sizeof path), "no statistics in %s", x.dir);
+  int b, a;
+  threads_of(r, &b, &a);
+  cr_assert_eq(a, b + 1, "the watch thread: %d then %d threads", b, a);
+  /* The log to a file: the file appears, with the lines. */
+  run_ctx y;
+  r = app_loud(&y, "quiet_comm", true, true);
+  cr_assert_null(strstr(r->out, "symmpin INFO"), "%s", r->out);
+  cr_assert(spawn_find(y.dir, "log.", path, sizeof path), "no log file in %s", y.dir);
+  static char log[65536];
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(log, 1, sizeof log - 1, f);
+  log[n] = '\0';
+  fclose(f);
+  cr_assert(strstr(log, "symmpin INFO SYMMPIN_DEBUG=INFO"), "%s", log);
+}
+
+Test(preloaded, invalid_value_warned_at_the_first_communicator, .timeout = 30) {
+  /* Warned about too, but only once the process has a communicator (docs/config.md). */
+  run_ctx x;
+  spawn_result *r = app(&x, "quiet", true, "SYMMPIN_WARMUP=lots", NULL);
+  cr_assert_null(strstr(r->out, "symmpin"), "%s", r->out);
+  r = app(&x, "quiet_comm", true, "SYMMPIN_WARMUP=lots", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->out);
+  cr_assert(strstr(r->out, "symmpin WARN config.c:"), "%s", r->out);
+  cr_assert(strstr(r->out, "SYMMPIN_WARMUP=\"lots\" is not a valid"), "%s", r->out);
+}
+
+/* No FAKE runtime here: fake_loader and the fake user library load no libcudart at all, so the
+ * test seam is off and symmpin asks its own (static) CUDA runtime, for real. Where no CUDA driver
+ * can be loaded (CI's machine), symmpin stays out of the process with one INFO line, and the
+ * all-reduce goes to the (FAKE) NCCL with its right result. Skipped where a driver exists. */
+Test(preloaded, no_driver_stays_out_with_one_line, .timeout = 30) {
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver) {
+    dlclose(driver);
+    cr_skip_test("this machine has a CUDA driver (libcuda.so.1)");
+  }
+  spawn_result r;
+  char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "local",
+                  (char *)spawn_path("SYMMPIN_TEST_USERLIB"), NULL};
+  const char *env[] = {"SYMMPIN_DEBUG=INFO", NULL};
+  cr_assert(spawn_run(argv, env, true, &r));
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  cr_assert(strstr(r.out, "rc=0 value=3"), "%s", r.out);
+  const char *line = "symmpin INFO no CUDA driver in this process (libcuda.so.1 not found); "
+                     "symmpin stays out of this process: every call goes to NCCL";
+  const char *first = strstr(r.out, line);
+  cr_assert(first, "%s", r.out);
+  cr_assert_null(strstr(first + strlen(line), "no CUDA driver in this process"), "once: %s", r.out);
+  cr_assert(strstr(r.out, "the program's: none loaded; no CUDA driver"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "stays out of this communicator"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "symmpin WARN"), "%s", r.out);
+}
+
 Test(preloaded, nccl_not_loaded_fails_cleanly, .timeout = 30) {
   spawn_result r;
   char *argv[] = {(char *)spawn_path("SYMMPIN_TEST_LOADER"), "nonccl", NULL};

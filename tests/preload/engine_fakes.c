@@ -387,6 +387,9 @@ static int host_capturing(void *stream, unsigned long long *capture_id) {
 static void probe_versions(symmpin_banner_facts *f) {
   f->nccl_version = 22809; /* 2.28.9: the version symmpin was tested with */
   f->nccl_built = 22809;
+  f->cudart_version = 13000; /* a driver that runs symmpin's own CUDA 13.0 runtime */
+  f->driver_version = 13000;
+  f->cudart_error = 0;
 }
 
 __attribute__((constructor)) static void fakes_install(void) {

@@ -9,7 +9,7 @@
  *  - the kernels' launch (one call or a group): logged per thread with the slot's offset in the
  *    rank's pool, nothing runs (select.c, the kernels' host logic, is the real one);
  *  - the host table (current device per thread; no stream captures) and the banner's probe
- *    (a tested NCCL).
+ *    (a tested NCCL, a driver that runs symmpin's own CUDA runtime).
  * The real GPU side is proven by the GPU suite; this proves the engine's decisions. */
 #ifndef SYMMPIN_TESTS_PRELOAD_ENGINE_FAKES_H
 #define SYMMPIN_TESTS_PRELOAD_ENGINE_FAKES_H

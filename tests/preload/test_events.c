@@ -80,9 +80,14 @@ Test(events, allocation_map_glue) {
   symmpin_event_free_result(SYMMPIN_ALLOC_CUDA_MALLOC, NULL, 0);
   cr_assert_eq(symmpin_allocmap_count(m), 1);
 
+  /* A process without a communicator writes no trace (docs/config.md); a failed init is the
+   * first communicator too: the trace then opens with rank "u" at exit, and holds the
+   * allocations before it. */
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, NULL, 1, 1, 0, 2, 0, true, 2);
   symmpin_trace_file tf;
-  read_trace(&tf, "trace.u"); /* no communicator: rank "u" */
-  cr_assert_eq(tf.nevents, 5);
+  read_trace(&tf, "trace.u");
+  cr_assert_eq(tf.nevents, 6);
+  cr_assert_eq(nth(&tf, SYMMPIN_TRACE_COMM_INIT_RANK, 0)->rc, 2);
   cr_assert_eq(tf.header.rank, -1);
   const symmpin_trace_event *e = nth(&tf, SYMMPIN_TRACE_CUDA_MALLOC, 0);
   cr_assert_eq(e->ptr, 0x10000);
@@ -344,17 +349,50 @@ Test(events, timing_keeps_the_latest_samples) {
   cr_assert_lt(symmpin_stats_median_us(&v, 1), 0.0, "never timed on symmpin");
 }
 
-Test(events, trace_opens_with_u_when_buffer_fills) {
-  /* More early events than the buffer holds and no communicator: the file opens as rank u and
-   * keeps every event. */
+Test(events, no_communicator_no_trace) {
+  /* Events, but never a communicator: at exit the buffered events are dropped, no file. */
+  for (int i = 0; i < 10; i++)
+    symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)(uintptr_t)(0x1000000 + 256 * i), 256,
+                        NULL, 1, 0);
+  symmpin_preload_exit();
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  struct dirent *de;
+  while ((de = readdir(d)))
+    cr_assert(de->d_name[0] == '.', "%s/%s written without a communicator", dir, de->d_name);
+  closedir(d);
+}
+
+Test(events, trace_keeps_the_buffer_before_the_first_communicator) {
+  /* More events before the first communicator than the buffer holds: no file may open yet, so
+   * those beyond the buffer are left out (the allocation map keeps them all); the communicator's
+   * rank then opens the file with the buffered events, and every later event follows. */
   for (int i = 0; i < 5000; i++)
     symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)(uintptr_t)(0x1000000 + 256 * i), 256,
                         NULL, 1, 0);
-  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0x1, 1, 1, 3, 4, 0, true, 0);
+  cr_assert_eq(symmpin_allocmap_count(symmpin_preload_allocmap()), 5000);
+  symmpin_event_comm_init(SYMMPIN_COMM_INIT_RANK, (void *)0x100, 1, 1, 3, 4, 0, true, 0);
+  symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)0x9000000, 256, NULL, 1, 0);
+  symmpin_trace_file tf;
+  read_trace(&tf, "trace.3");
+  cr_assert_eq(tf.nevents, 4096 + 2, "%zu events", tf.nevents);
+  cr_assert_eq(tf.events[4095].alloc, 4096);
+  cr_assert_eq(tf.events[4096].call, SYMMPIN_TRACE_COMM_INIT_RANK);
+  cr_assert_eq(tf.events[4097].alloc, 5001);
+  symmpin_trace_file_free(&tf);
+}
+
+Test(events, trace_opens_with_u_when_buffer_fills) {
+  /* A communicator whose rank is not known yet (a split of a parent symmpin does not know), then
+   * more events than the buffer holds: the file opens as rank u and keeps every event. */
+  symmpin_event_comm_init(SYMMPIN_COMM_SPLIT, (void *)0x100, 1, 1, -1, -1, 0, true, 0);
+  for (int i = 0; i < 5000; i++)
+    symmpin_event_alloc(SYMMPIN_ALLOC_CUDA_MALLOC, (void *)(uintptr_t)(0x1000000 + 256 * i), 256,
+                        NULL, 1, 0);
   symmpin_trace_file tf;
   read_trace(&tf, "trace.u");
   cr_assert_eq(tf.nevents, 5001);
-  cr_assert_eq(tf.events[4999].alloc, 5000);
+  cr_assert_eq(tf.events[5000].alloc, 5000);
   symmpin_trace_file_free(&tf);
 }
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""libsymmpin.so stands alone: what it needs to load, and what it does in a process with nothing
+for it to do (TAP).
+
+  needed LIB    its NEEDED entries name no CUDA runtime, no NCCL and no CUDA driver (the runtime is
+                linked in; NCCL and the driver are found at run time), only the system's C and
+                C++ libraries: a process without any libcudart.so (a pip-only PyTorch, a CUDA 12
+                program) starts with it preloaded.
+  bin_true LIB  preloaded into /bin/true (no NCCL, no CUDA; on a machine without a GPU or a
+                driver, like CI's): exit status 0 and not a byte of output, also with
+                SYMMPIN_DEBUG=INFO; and with every file setting on (trace, statistics, debug
+                file) no file either, since the process never creates a communicator.
+
+The child runs with LD_LIBRARY_PATH removed, so that the FAKE libraries of tests/fakes (which
+meson's test environment puts there) cannot stand in for a missing system library."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+results = []
+
+
+def check(ok, what, why=""):
+    results.append((bool(ok), what, why))
+
+
+def needed(lib):
+    out = subprocess.run(["readelf", "-dW", lib], check=True, capture_output=True, text=True).stdout
+    names = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    check(names, "readelf shows the NEEDED entries", out)
+    for what, pattern in (("CUDA runtime", r"libcudart"), ("NCCL", r"libnccl"),
+                          ("CUDA driver", r"libcuda\.")):
+        bad = [n for n in names if re.search(pattern, n)]
+        check(not bad, f"NEEDED names no {what}", f"NEEDED: {names}")
+    system = re.compile(r"^(libc\.so|libdl\.so|libpthread\.so|librt\.so|libm\.so|libstdc\+\+\.so|"
+                        r"libgcc_s\.so|ld-linux)")
+    other = [n for n in names if not system.match(n)]
+    check(not other, "NEEDED names only the system's C and C++ libraries",
+          f"also: {other} (NEEDED: {names})")
+
+
+def run_true(lib, extra, what):
+    env = {k: v for k, v in os.environ.items()
+           if k != "LD_LIBRARY_PATH" and not k.startswith("SYMMPIN_")}
+    env["LD_PRELOAD"] = os.path.abspath(lib)
+    env.update(extra)
+    true = "/bin/true" if os.path.exists("/bin/true") else shutil.which("true")
+    p = subprocess.run([true], env=env, capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    check(p.returncode == 0, f"{what}: exit status 0", f"status {p.returncode}: {out}")
+    check(out == "", f"{what}: no output", repr(out))
+
+
+def bin_true(lib):
+    run_true(lib, {}, "preloaded into /bin/true")
+    run_true(lib, {"SYMMPIN_DEBUG": "INFO"}, "the same with SYMMPIN_DEBUG=INFO")
+    with tempfile.TemporaryDirectory(prefix="symmpin-true-") as d:
+        run_true(lib, {"SYMMPIN_DEBUG": "INFO", "SYMMPIN_TRACE": d + "/trace.%r.%p",
+                       "SYMMPIN_STATS": "1", "SYMMPIN_STATS_FILE": d + "/stats.%p.json",
+                       "SYMMPIN_DEBUG_FILE": d + "/log.%p"},
+                 "the same with trace, statistics and debug file set")
+        left = os.listdir(d)
+        check(not left, "no communicator, no file", f"files: {left}")
+
+
+def main():
+    mode, lib = sys.argv[1:3]
+    {"needed": needed, "bin_true": bin_true}[mode](lib)
+    print(f"1..{len(results)}")
+    for i, (ok, what, why) in enumerate(results, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} - {what}")
+        if not ok:
+            print("# " + why.replace("\n", "\n# "))
+    return 0 if all(ok for ok, _, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
