@@ -12,7 +12,13 @@
 #      libcudart, the wheel's;
 #   4. the same with one NCCL all-reduce (a one-rank process group; SYMMPIN_TEST_ONE_RANK so
 #      that symmpin redirects it): the right sum, symmpin's banner names the wheel's runtime as
-#      the program's, and still exactly one libcudart file is mapped.
+#      the program's, and still exactly one libcudart file is mapped;
+#   5. with WHEEL set (a wheel of this tree, e.g. .whl/symmpin-*.whl): installed with pip into a
+#      fresh folder, `symmpin doctor` (printed; its verdict and exit status are information here:
+#      one GPU cannot be redirected between GPUs) and `symmpin run -- torchrun --nproc_per_node=2`
+#      on tests/apps/maps_allreduce.py, the two ranks sharing GPUs where there are fewer (an NCCL
+#      host id each: scripts/rank-env.sh): every rank's digests identical to the run without
+#      symmpin, all-reduces redirected, and each rank has exactly one libcudart mapped, the wheel's.
 # Usage: scripts/pip-only-check.sh [BUILD_DIR] [PYTHON]   (default: build, /opt/torch/.venv/bin/python)
 # Last line: "pip-only-check: PASS" or "pip-only-check: FAIL (<what>)".
 set -u
@@ -106,4 +112,36 @@ grep -q "symmpin INFO CUDA runtime 13\.[0-9] (symmpin's own, static); the progra
 m=$(grep '^MAPS' <<<"$out")
 [ "$(wc -w <<<"${m#MAPS}")" = 1 ] || fail "not exactly one libcudart mapped: $m"
 grep -q "$SITE/nvidia/" <<<"$m" || fail "the libcudart mapped is not the wheel's: $m"
+
+if [ -n "${WHEEL:-}" ]; then
+  echo "== 5. the wheel: symmpin doctor, symmpin run -- torchrun (2 ranks)"
+  site=$(mktemp -d)
+  "$PY" -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$WHEEL" ||
+    fail "pip cannot install $WHEEL"
+  symmpin() { PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} "$PY" -m symmpin "$@"; }
+  symmpin version || fail "symmpin version"
+  symmpin doctor --python "$PY"
+  echo "= doctor's exit status: $?"
+  torchrun=$(dirname "$PY")/torchrun
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [ "${ngpu:-0}" -lt 2 ]; then # ranks share the GPU: NCCL over sockets (scripts/rank-env.sh)
+    export RANK_ENV_NCCL_HOSTS=2 RANK_ENV_JOB=pip-only-$$ NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
+  fi
+  job=("$torchrun" --standalone --nproc_per_node=2 --no-python bash scripts/rank-env.sh "$PY" tests/apps/maps_allreduce.py)
+  plain=$(timeout -s KILL 240 "${job[@]}" 2>&1) || fail "torchrun without symmpin: $(tail -n 20 <<<"$plain")"
+  out=$(timeout -s KILL 240 env PYTHONPATH="$site" "$PY" -m symmpin run -- "${job[@]}" 2>&1) ||
+    fail "symmpin run -- torchrun: $(tail -n 30 <<<"$out")"
+  a=$(grep '^MAPS-DIGEST' <<<"$plain" | sort); b=$(grep '^MAPS-DIGEST' <<<"$out" | sort)
+  echo "without symmpin:"; echo "$a"; echo "with symmpin:"; echo "$b"
+  [ "$(wc -l <<<"$a")" = 2 ] && [ "$a" = "$b" ] || fail "digests missing or different"
+  grep -E '^MAPS-LIBS|^symmpin: ' <<<"$out"
+  for r in 0 1; do
+    m=$(grep "^MAPS-LIBS rank=$r " <<<"$out" | tr ' ' '\n' | grep libcudart)
+    [ "$(wc -l <<<"$m")" = 1 ] && [ -n "$m" ] || fail "rank $r: not exactly one libcudart mapped: $m"
+    case "$(readlink -f "$m")" in "$SITE"/nvidia/*) ;; *) fail "rank $r maps $m, not the wheel's" ;; esac
+  done
+  grep -qE '^symmpin: communicator .*: [1-9][0-9]* of [0-9]+ all-reduces on symmpin' <<<"$out" ||
+    fail "symmpin run's summary shows no all-reduce on symmpin"
+  rm -rf "$site"
+fi
 echo "pip-only-check: PASS"
