@@ -41,6 +41,8 @@ def cmd_redirected(a):
                 continue
             red = sum(s.get("redirected", 0) for s in c["sites"])
             nccl = sum(s.get("nccl", 0) for s in c["sites"])
+            if red + nccl == 0:  # a communicator that made no all-reduce (a parent of splits)
+                continue
             comm_reason = sum(s.get("reasons", {}).get("comm", 0) for s in c["sites"])
             rows.append((path, c["rank"], c["nranks"], red, nccl, comm_reason))
     for path, rank, n, red, nccl, why in rows:

@@ -84,8 +84,9 @@ s_group_simulate() { # a group ended by ncclGroupSimulateEnd half-way: it runs n
   stats_check group-simulate "$OUT/logs/group-simulate.symmpin.out" "$OUT"/logs/group-simulate.trace.*
 }
 s_straggler() { # a peer ${STRAGGLE_MS:-60000} ms late: the right result, as NCCL gives
+  # SYMMPIN_CHOOSE=static: the late call is one of symmpin's kernels (not an NCCL probe).
   local ms=${STRAGGLE_MS:-60000}
-  RUN_TIMEOUT=$((ms / 1000 + 120)) compare_runs app-straggler '^RESULT|symmpin-app:' "$RANKS" 0 \
+  SYMMPIN_CHOOSE=static RUN_TIMEOUT=$((ms / 1000 + 120)) compare_runs app-straggler '^RESULT|symmpin-app:' "$RANKS" 0 \
     "$APP" --mode procs --ranks "$RANKS" --straggle "$ms"
 }
 s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
@@ -94,7 +95,9 @@ s_deadline() { # with a kernel deadline, a peer later than it is an error the pr
   # A rank that stopped on the error leaves its peer in its call (as with NCCL alone): the
   # launcher stops it TEARDOWN_S after (10 s here).
   step_note "the app stops on the error, as it must"
-  SYMMPIN_KERNEL_TIMEOUT_MS=2000 TEARDOWN_S=10 SIDE_TRACE=0 run_side app-deadline symmpin "$RANKS" 0 \
+  # SYMMPIN_CHOOSE=static: the straggled call must be one of symmpin's kernels (under the measured
+  # choice it can be a probe, which NCCL runs: no kernel of symmpin's waits then).
+  SYMMPIN_CHOOSE=static SYMMPIN_KERNEL_TIMEOUT_MS=2000 TEARDOWN_S=10 SIDE_TRACE=0 run_side app-deadline symmpin "$RANKS" 0 \
     "$APP" --mode procs --ranks "$RANKS" --straggle 5000
   local rc=$?
   grep -E "gave up waiting|ncclRemoteError|remote|FATAL|failed|launch:" "$log" | head -n 12

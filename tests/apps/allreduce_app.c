@@ -11,7 +11,10 @@
  * sets of values (quarter integers, small integers, powers of two) that every datatype represents
  * exactly and whose sums and products over up to 8 ranks are exact too, so every result is checked
  * exactly against a CPU reference (avg with a tolerance: its division rounds), whatever order a
- * library reduces in, and a checksum of all outputs is compared across ranks.
+ * library reduces in, and a checksum of all outputs is compared across ranks. The outputs of avg
+ * have a checksum of their own (an AVG line): it is compared across ranks too, but not with another
+ * library's, which may round the average another way (NCCL premultiplies floating-point inputs by
+ * 1/n, symmpin divides the sum: the same bits at 2, 4 and 8 ranks, not at 3).
  * --diverge makes even and odd ranks reach some all-reduces from different call sites (still the
  * same collectives, so NCCL matches them): symmpin must keep those on NCCL.
  * --split-hosts K (procs): after the checks on the world communicator, the same checks on a
@@ -194,7 +197,8 @@ typedef struct rank_ctx {
   void *bufs[128][2]; /* async / ncclMem buffers per op: send, recv */
   void *host_in, *host_out;
   void *host_in_side; /* the side stream's input staging: both streams copy in at once */
-  uint64_t checksum;
+  uint64_t checksum;     /* every output but avg's */
+  uint64_t avg_checksum; /* avg's outputs: rounded as the library rounds (see the top) */
   long passed, failed;
   long calls;                /* all-reduces this rank made on comm, 1-based index of the last */
   double first_call_ms;      /* the first all-reduce: input copy to checked result */
@@ -328,8 +332,9 @@ static void op_finish(rank_ctx *c, int k, int iter) {
         fprintf(stderr, "rank %d iter %d op %d (dtype %d op %d count %zu): element %zu wrong\n",
                 c->rank, iter, k, o->dtype, o->op, o->count, i);
     }
+  uint64_t *sum = o->op == ncclAvg ? &c->avg_checksum : &c->checksum;
   for (size_t i = 0; i < op_bytes(o); i++)
-    c->checksum = (c->checksum ^ ((unsigned char *)c->host_out)[i]) * 0x100000001b3ull;
+    *sum = (*sum ^ ((unsigned char *)c->host_out)[i]) * 0x100000001b3ull;
   if (bad) c->failed++;
   else c->passed++;
 }
@@ -503,6 +508,7 @@ static void rank_bench(rank_ctx **cs, int n, bool single) {
 static void report(rank_ctx *c) {
   printf("RESULT rank=%d passed=%ld failed=%ld checksum=%016" PRIx64 "\n", c->rank, c->passed,
          c->failed, c->checksum);
+  printf("AVG rank=%d checksum=%016" PRIx64 "\n", c->rank, c->avg_checksum);
   fflush(stdout);
 }
 
@@ -522,6 +528,7 @@ static void run_split_checks(rank_ctx *c) {
   c->passed = sub.passed;
   c->failed = sub.failed;
   c->checksum = sub.checksum;
+  c->avg_checksum = sub.avg_checksum;
 }
 
 static int child_main(int rank, const char *uid_hex) {
@@ -561,14 +568,15 @@ static int child_main(int rank, const char *uid_hex) {
   return c.failed ? 1 : 0;
 }
 
-/* Compare RESULT lines: every rank passed everything and all checksums are equal. */
-static int summarize(const uint64_t *sums, const long *passed, const long *failed, int n) {
+/* Compare RESULT and AVG lines: every rank passed everything and all checksums are equal. */
+static int summarize(const uint64_t *sums, const uint64_t *avgs, const long *passed,
+                     const long *failed, int n) {
   long p = 0, f = 0;
   for (int r = 0; r < n; r++) {
     p += passed[r];
     f += failed[r];
-    if (sums[r] != sums[0]) {
-      printf("checksum of rank %d differs from rank 0\n", r);
+    if (sums[r] != sums[0] || avgs[r] != avgs[0]) {
+      printf("%s of rank %d differs from rank 0\n", sums[r] != sums[0] ? "checksum" : "avg checksum", r);
       f++;
     } else {
       p++;
@@ -579,7 +587,7 @@ static int summarize(const uint64_t *sums, const long *passed, const long *faile
 }
 
 typedef struct procs_results {
-  uint64_t sums[MAX_RANKS];
+  uint64_t sums[MAX_RANKS], avgs[MAX_RANKS];
   long passed[MAX_RANKS], failed[MAX_RANKS];
   int rank; /* whose output is being read */
 } procs_results;
@@ -589,6 +597,7 @@ static void read_result_line(const char *line, void *arg) {
   int rr;
   sscanf(line, "RESULT rank=%d passed=%ld failed=%ld checksum=%" SCNx64, &rr, &pr->passed[pr->rank],
          &pr->failed[pr->rank], &pr->sums[pr->rank]);
+  sscanf(line, "AVG rank=%d checksum=%" SCNx64, &rr, &pr->avgs[pr->rank]);
 }
 
 static int run_procs(void) {
@@ -620,7 +629,7 @@ static int run_procs(void) {
   if (!symmpin_test_launch_init(&sp, PROG) || !symmpin_test_launch_start(&sp, opt.nranks, args))
     return 2;
   symmpin_test_launch_wait(&sp);
-  procs_results pr = {{0}, {0}, {0}, 0};
+  procs_results pr = {{0}, {0}, {0}, {0}, 0};
   int bad_exit = 0;
   for (int r = 0; r < opt.nranks; r++) {
     pr.rank = r;
@@ -631,7 +640,7 @@ static int run_procs(void) {
   }
   if (opt.bench) return symmpin_test_launch_exit_code(&sp, bad_exit == 0);
   pr.failed[0] += bad_exit;
-  int rc = summarize(pr.sums, pr.passed, pr.failed, opt.nranks);
+  int rc = summarize(pr.sums, pr.avgs, pr.passed, pr.failed, opt.nranks);
   return symmpin_test_launch_exit_code(&sp, rc == 0);
 }
 
@@ -660,16 +669,17 @@ static int run_threads(int ngpus) {
     t[r] = (thread_arg){.id = id, .c = {.rank = r, .nranks = opt.nranks, .dev = r % ngpus}};
     pthread_create(&th[r], NULL, thread_main, &t[r]);
   }
-  uint64_t sums[MAX_RANKS];
+  uint64_t sums[MAX_RANKS], avgs[MAX_RANKS];
   long passed[MAX_RANKS], failed[MAX_RANKS];
   for (int r = 0; r < opt.nranks; r++) {
     pthread_join(th[r], NULL);
     report(&t[r].c);
     sums[r] = t[r].c.checksum;
+    avgs[r] = t[r].c.avg_checksum;
     passed[r] = t[r].c.passed;
     failed[r] = t[r].c.failed;
   }
-  return summarize(sums, passed, failed, opt.nranks);
+  return summarize(sums, avgs, passed, failed, opt.nranks);
 }
 
 /* One thread drives every rank: each all-reduce is issued for all ranks inside one group. */
@@ -697,17 +707,18 @@ static int run_single(int ngpus) {
         for (int r = 0; r < opt.nranks; r++) op_finish(&cs[r], k, it);
       }
   }
-  uint64_t sums[MAX_RANKS];
+  uint64_t sums[MAX_RANKS], avgs[MAX_RANKS];
   long passed[MAX_RANKS], failed[MAX_RANKS];
   for (int r = 0; r < opt.nranks; r++) {
     rank_teardown(&cs[r]);
     SYMMPIN_TEST_NCCL(ncclCommDestroy(cs[r].comm));
     if (!opt.bench) report(&cs[r]);
     sums[r] = cs[r].checksum;
+    avgs[r] = cs[r].avg_checksum;
     passed[r] = cs[r].passed;
     failed[r] = cs[r].failed;
   }
-  return opt.bench ? 0 : summarize(sums, passed, failed, opt.nranks);
+  return opt.bench ? 0 : summarize(sums, avgs, passed, failed, opt.nranks);
 }
 
 static void usage(void) {
