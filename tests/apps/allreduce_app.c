@@ -197,7 +197,7 @@ typedef struct rank_ctx {
   void *bufs[128][2]; /* async / ncclMem buffers per op: send, recv */
   void *host_in, *host_out;
   void *host_in_side; /* the side stream's input staging: both streams copy in at once */
-  uint64_t checksum;     /* every output but avg's */
+  uint64_t checksum;  /* every output but avg's */
   uint64_t avg_checksum; /* avg's outputs: rounded as the library rounds (see the top) */
   long passed, failed;
   long calls;                /* all-reduces this rank made on comm, 1-based index of the last */
@@ -576,7 +576,8 @@ static int summarize(const uint64_t *sums, const uint64_t *avgs, const long *pas
     p += passed[r];
     f += failed[r];
     if (sums[r] != sums[0] || avgs[r] != avgs[0]) {
-      printf("%s of rank %d differs from rank 0\n", sums[r] != sums[0] ? "checksum" : "avg checksum", r);
+      printf("%s of rank %d differs from rank 0\n",
+             sums[r] != sums[0] ? "checksum" : "avg checksum", r);
       f++;
     } else {
       p++;
