@@ -117,9 +117,17 @@ def app_rank(rank, nranks):
             f"host_ranks={nranks // split} calls=367")
         comms.append(comm(rank % (nranks // split), nranks // split, 100, ordinal=1))
     if multi_host(nranks) and SIDE == "symmpin":
-        sys.stderr.write(f"fakehost:{os.getpid()}:7 [0] symmpin INFO comm 0 rank {rank}: rank "
-                         f"{(rank + 1) % nranks} has not opened this host's board although the first "
-                         "all-reduce completed: it is on another host\n")
+        # As the library does: on each host, a rank finds a peer missing from the host's board and
+        # says so (here the host's first rank; each rank when every rank is a host of its own),
+        # then every rank says its agreements stop.
+        host_ranks = nranks // split if split else 1
+        if rank % host_ranks == 0:
+            sys.stderr.write(f"fakehost:{os.getpid()}:7 [0] symmpin INFO comm 0 rank {rank}: rank "
+                             f"{(rank + host_ranks) % nranks} has not opened this host's board although "
+                             "the first all-reduce completed: it is on another host\n")
+        sys.stderr.write(f"fakehost:{os.getpid()}:7 [0] symmpin INFO comm 0 rank {rank}/{nranks}: "
+                         "no more plan agreements on this communicator: ranks on several hosts, "
+                         "or a rank that missed two agreements in a row\n")
     if "--group-simulate" in ARGS:
         say(f"GROUPSIM rank={rank} call=184 count=1024 dtype=7 estimated_us=5.0 touched_bytes=0")
         trace = pattern("SYMMPIN_TRACE", rank)
