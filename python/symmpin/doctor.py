@@ -139,8 +139,11 @@ def judge_gpus(gpus, archs, driver_ok):
             with_code.append(g["index"])
     text = f"{len(gpus)} GPU(s)" + (": " + "; ".join(lines) if lines else "")
     if len(with_code) < 2:
-        why = (f"{len(with_code)} of {len(gpus)} GPU(s) can run symmpin's kernels here; it "
-               "redirects communicators of 2 or more GPUs (a one-GPU communicator stays on NCCL)")
+        # Ranks sharing one GPU are served too (the GPU suite runs so), but only take turns on
+        # it: symmpin's gain needs communicators across 2 or more GPUs.
+        why = (f"only {len(with_code)} of {len(gpus)} GPU(s) here can run symmpin's kernels; it "
+               "speeds up communicators across 2 or more GPUs (ranks sharing one GPU are "
+               "served too, but gain nothing: they take turns on it)")
         return check("gpus", "fail", text, why=why, gpus=gpus), with_code
     return check("gpus", "ok" if len(with_code) == len(gpus) else "warn", text,
                  gpus=gpus), with_code

@@ -1,10 +1,10 @@
 """Whether the dynamic loader can preload the library here.
 
-A library the loader cannot preload (a missing libcudart.so.13, say) is only a warning to the
-loader: the program then runs without symmpin, exit status unchanged. So the test is a tiny
-program started with the preload: it must print nothing and exit 0. The user's SYMMPIN_* settings
-are left out of the test's environment (SYMMPIN_DEBUG=INFO alone would print a line), and so is
-their LD_PRELOAD (another library's failure is not ours).
+A library the loader cannot preload (a missing dependency, a build for another machine) is only a
+warning to the loader: the program then runs without symmpin, exit status unchanged. So the test
+is a tiny program started with the preload: it must print nothing and exit 0. The user's
+SYMMPIN_* settings are left out of the test's environment (SYMMPIN_DEBUG=INFO alone would print a
+line), and so is their LD_PRELOAD (another library's failure is not ours).
 """
 
 import os
