@@ -141,7 +141,7 @@ def judge_gpus(gpus, archs, driver_ok):
     if len(with_code) < 2:
         # Ranks sharing one GPU are served too (the GPU suite runs so), but only take turns on
         # it: symmpin's gain needs communicators across 2 or more GPUs.
-        why = (f"only {len(with_code)} of {len(gpus)} GPU(s) here can run symmpin's kernels; it "
+        why = (f"{len(with_code)} of {len(gpus)} GPU(s) can run symmpin's kernels here; it "
                "speeds up communicators across 2 or more GPUs (ranks sharing one GPU are "
                "served too, but gain nothing: they take turns on it)")
         return check("gpus", "fail", text, why=why, gpus=gpus), with_code
