@@ -16,8 +16,9 @@
 #
 # Settings (environment): RANKS (2), APP_RANK_COUNTS ("2 3 4"), TRUST_RANK_COUNTS ("2 3"),
 # STRAGGLE_MS (60000), GRAPH_REPLAYS (2000), CHURN_CYCLES (1000, with symmpin), CHURN_NCCL_CYCLES
-# (100, NCCL alone), CHURN_CALLS (32 per cycle), CHURN_SECONDS (240: the symmpin side stops there, or
-# earlier if the step's time runs out), TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
+# (20, NCCL alone: the device-memory baseline), CHURN_CALLS (32 per cycle), CHURN_SECONDS (540: the
+# symmpin side stops there, or earlier if the step's time runs out; over sockets a cycle takes
+# ~0.51 s with or without symmpin, so 1000 cycles need group d alone, SUITE_DEADLINE_S=590), TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
 # TEARDOWN_S (30 s after a run's results), SANITIZER_RANK_OPTS (sanitizer_ranks' tool options),
 # STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (560: steps that would start
 # later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none),
@@ -59,7 +60,7 @@ suite_t0=$SECONDS
 step_limit() { # the default bound of a step, in seconds
   case $1 in
   straggler) echo $((2 * ${STRAGGLE_MS:-60000} / 1000 + 200)) ;;
-  trust_churn) echo $((${CHURN_SECONDS:-240} + 240)) ;;
+  trust_churn) echo $((${CHURN_SECONDS:-540} + 240)) ;;
   sanitizer | trust_graphs | dedicated | tp_decode_compile) echo 480 ;;
   *) echo 300 ;;
   esac
@@ -237,18 +238,20 @@ shared_gpu() { [ "$(ranks_per_gpu "$RANKS")" -gt 1 ]; }
 all=(info oneshot pool peer_access sanitizer sanitizer_ranks app app_threads app_diverge two_streams
      group_simulate straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort
      trust_churn trust_busy life two_hosts mixed_hosts ddp tp dedicated bench speed tp_decode
-     tp_decode_compile dp_groups overlap)
-# Groups that each fit one 10-minute device call on one H200 (2 ranks sharing it; estimates).
+     tp_decode_compile dp_groups groups_back overlap)
+# Groups that each fit one 10-minute device call on one H200 (2 ranks sharing it; estimates from
+# the runs of 2026-12-02: a 230 s, b 470 s with a 60 s straggler, c unmeasured, d 560 s).
 declare -A groups=(
   [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app app_threads app_diverge two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy life bench speed"
   [b]="two_hosts mixed_hosts trust_graphs straggler ddp tp dedicated dp_groups"
-  [c]="tp_decode overlap tp_decode_compile trust_churn"
+  [c]="tp_decode overlap tp_decode_compile groups_back"
+  [d]="trust_churn"
 )
 case "${1:-}" in
 --list) echo "${all[*]}"; exit 0 ;;
---groups) for g in a b c; do echo "$g: ${groups[$g]}"; done; exit 0 ;;
+--groups) for g in a b c d; do echo "$g: ${groups[$g]}"; done; exit 0 ;;
 --group)
-  if [ -z "${2:-}" ] || [ -z "${groups[${2}]:-}" ]; then echo "gpu-suite: --group a|b|c" >&2; exit 2; fi
+  if [ -z "${2:-}" ] || [ -z "${groups[${2}]:-}" ]; then echo "gpu-suite: --group a|b|c|d" >&2; exit 2; fi
   read -r -a steps <<<"${groups[$2]}"
   shift 2
   steps+=("$@") ;;

@@ -41,7 +41,7 @@ place_ranks() {
 # placement_words N [SHM_HOSTS]: "2 ranks, 2 per GPU" (+ ", 2 hosts"), for summary lines.
 placement_words() {
   local words
-  words="$1 ranks, $(ranks_per_gpu "$1") per GPU"
+  words="$1 rank$([ "$1" = 1 ] || echo s), $(ranks_per_gpu "$1") per GPU"
   [ "${2:-0}" -gt 0 ] && words="$words, $2 hosts"
   echo "$words"
 }

@@ -19,6 +19,24 @@ s_dp_groups() { # issue 11's data-parallel step: grouped gradient all-reduces ov
   ! shared_gpu || step_note "times: ranks share a GPU"
   echo "= time per step, compute alone, the group alone (us), without then with symmpin:"
   grep -h '^DP-TIME' "$OUT/logs/dp-groups.nccl.out" "$OUT/logs/dp-groups.symmpin.out" | sed 's/^/= /'
+  # What the measured choice did with the groups (either verdict may be right here: NCCL over
+  # sockets is slow), and that every rank routed every call alike.
+  groups_verdict any dp-groups
+}
+groups_verdict() { # groups_verdict EXPECT NAME: scripts/check_groups.py over the run's traces
+  local rc
+  "$PY" "$SUITE_ROOT/scripts/check_groups.py" --expect "$1" \
+    --times "$OUT/logs/$2.nccl.out" "$OUT/logs/$2.symmpin.out" "$OUT/logs/$2".trace.* >"$OUT/logs/$2.groups" 2>&1
+  rc=$?
+  grep -v ' site 0x' "$OUT/logs/$2.groups" | sed 's/^= //; s/^/= /'
+  return $rc
+}
+s_groups_back() { # issue 22's groups mechanism on one GPU: one-rank communicators, where NCCL's
+  # all-reduce is a copy at most and wins, so after their probe groups every grouped call goes
+  # back to NCCL for good; the digests as NCCL's. SYMMPIN_TEST_ONE_RANK: symmpin otherwise leaves
+  # one-rank communicators alone. One process, whatever the GPUs.
+  SYMMPIN_TEST_ONE_RANK=1 compare_runs groups-back '^DP-DIGEST|symmpin-dp:' 1 0 "$B/tests/apps/symmpin-dp" --ranks 1 || return 1
+  groups_verdict back groups-back
 }
 # Issue 11's tensor-parallel decode step (tests/apps/tp_decode.py), without and with symmpin:
 # bitwise identical outputs, and the table of scripts/tp_decode_compare.py (time per step and per

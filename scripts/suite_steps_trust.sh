@@ -66,8 +66,8 @@ s_trust_abort() { # ncclCommAbort with an all-reduce in flight returns at once, 
 }
 s_trust_churn() { # create/use/destroy communicators CHURN_CYCLES times with symmpin (fewer without:
   # NCCL's own set-up over sockets is the cost): files, /dev/shm entries, device memory don't grow
-  local cycles=${CHURN_CYCLES:-1000} nccl_cycles=${CHURN_NCCL_CYCLES:-100} calls=${CHURN_CALLS:-32}
-  local secs=${CHURN_SECONDS:-240} n=$RANKS left
+  local cycles=${CHURN_CYCLES:-1000} nccl_cycles=${CHURN_NCCL_CYCLES:-20} calls=${CHURN_CALLS:-32}
+  local secs=${CHURN_SECONDS:-540} n=$RANKS left
   local la="$OUT/logs/trust-churn.nccl.out" lb="$OUT/logs/trust-churn.symmpin.out"
   # Each side stops (all ranks agreeing) after its seconds, within what the step has left; the
   # cycles it ran are in its CHURN lines (a symmpin side short of CHURN_CYCLES fails, with its rate).
@@ -77,7 +77,9 @@ s_trust_churn() { # create/use/destroy communicators CHURN_CYCLES times with sym
   RUN_TIMEOUT=$((nccl_secs + 90)) SIDE_TRACE=0 run_side trust-churn nccl "$n" 0 "$TRUST" --scenario churn \
     --ranks "$n" --cycles "$nccl_cycles" --calls-per-cycle "$calls" --churn-seconds "$nccl_secs"
   local rc_a=$?
-  left=$((STEP_LIMIT - (SECONDS - STEP_T0) - 100))
+  # What the symmpin side may take: the step's rest, less its start and end (a few seconds) and
+  # the checks after it.
+  left=$((STEP_LIMIT - (SECONDS - STEP_T0) - 40))
   [ "$secs" -le "$left" ] || secs=$((left > 20 ? left : 20))
   echo "= NCCL alone: up to $nccl_cycles cycles or $nccl_secs s; with symmpin: up to $cycles cycles or $secs s"
   RUN_TIMEOUT=$((secs + 90)) SIDE_TRACE=0 run_side trust-churn symmpin "$n" 0 "$TRUST" --scenario churn \

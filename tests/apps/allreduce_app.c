@@ -87,12 +87,20 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The ops of every iteration; needs opt.nranks. */
 static void build_ops(void) {
+  /* NCCL 2.24.3 and later refuse an fp8 average on a one-rank communicator (ncclInvalidArgument,
+   * with no WARN: ncclLaunchOneRank in src/device/onerank.cu has its fp8 cases only in the device
+   * pass), so a communicator of one rank (--ranks 1, or --split-hosts as many as the ranks) gets
+   * an fp8 sum there instead. */
+  bool one_rank = (opt.split_hosts ? opt.nranks / opt.split_hosts : opt.nranks) == 1;
   int k = 0;
   for (int dt = 0; dt < ndtypes; dt++)
     for (int op = 0; op < nops; op++, k++) {
-      ops[k] = (app_op){dt, op, sizes[k % NSIZES], k % BUF_KINDS, (k / BUF_KINDS) % 2 == 1,
-                        k % 7 == 3};
+      bool fp8 = dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2;
+      int o = one_rank && fp8 && op == ncclAvg ? ncclSum : op;
+      ops[k] =
+          (app_op){dt, o, sizes[k % NSIZES], k % BUF_KINDS, (k / BUF_KINDS) % 2 == 1, k % 7 == 3};
       size_t es = symmpin_test_dtype_size(dt);
       if (ops[k].count * es > 65536) ops[k].count = 65536 / es;
     }
@@ -840,16 +848,17 @@ int main(int argc, char **argv) {
   if (opt.split_hosts && strcmp(opt.mode, "procs"))
     return symmpin_test_usage_error(PROG, "--split-hosts runs with --mode procs");
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  build_ops();
   if (child >= 0) {
     if (!uid || strlen(uid) != 2 * sizeof(((ncclUniqueId *)0)->internal) || opt.nranks <= child)
       return symmpin_test_usage_error(PROG, "--child needs --uid (the hex ncclUniqueId) and "
                                             "--ranks above the rank");
+    build_ops();
     return child_main(child, uid);
   }
   int ngpus;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   if (opt.nranks <= 0) opt.nranks = ngpus < MAX_RANKS ? ngpus : MAX_RANKS;
+  build_ops();
   /* One process holds one NCCL host id, and NCCL refuses two ranks of one host on one GPU. */
   if (strcmp(opt.mode, "procs") && opt.nranks > ngpus) {
     fprintf(stderr,

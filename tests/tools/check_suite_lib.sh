@@ -45,6 +45,7 @@ NGPU=4
 n=$((n + 5))
 NGPU=1
 is "the words of a placement" "$(placement_words 4 2)" "4 ranks, 4 per GPU, 2 hosts"
+is "one rank is one rank" "$(placement_words 1)" "1 rank, 1 per GPU"
 
 # ---- bounded runs: a made-up job of 2 ranks ----
 job() { # job MODE: prints like a job of 2 ranks, then behaves
