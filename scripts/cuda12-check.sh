@@ -8,7 +8,7 @@
 # Usage (repository root): scripts/cuda12-check.sh [BUILD_DIR]   (default: build)
 # Last line: "cuda12-check: PASS" or "cuda12-check: FAIL (<what>)"; logs under $OUT.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 B=${1:-build}
 LIB=$PWD/$B/libsymmpin.so.0
@@ -26,16 +26,16 @@ readelf -d "$LIB" | grep -q 'NEEDED.*libcudart' && fail "libsymmpin.so NEEDS a l
 readelf -d "$APP" | grep -q 'NEEDED.*\[libcudart.so.12\]' || fail "the app does not need libcudart.so.12"
 nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1
 
-# Two ranks. With one GPU they share it, as in the GPU suite: processes only (NCCL refuses two
-# ranks of one process on one GPU), each with its own NCCL host id, so NCCL talks over sockets on
-# loopback (scripts/rank-env.sh, put in front of each rank by the app's launcher). (One rank is no
-# test here: NCCL 2.24.3+ refuses a one-rank fp8 average, with or without symmpin.)
+# Two ranks, placed as the GPU suite places them (scripts/suite_lib.sh: place_ranks). With one
+# GPU they share it: processes only (NCCL refuses two ranks of one process on one GPU), each with
+# its own NCCL host id, so NCCL talks over sockets on loopback. (One rank is no test here: NCCL
+# 2.24.3+ refuses a one-rank fp8 average, with or without symmpin.)
+SUITE_ROOT=$PWD
+# shellcheck source=scripts/suite_lib.sh
+. scripts/suite_lib.sh
 RANKS=2 MODES=(threads procs single)
-if [ "$NGPU" -lt 2 ]; then
-  MODES=(procs)
-  export RANK_ENV_NCCL_HOSTS=$RANKS RANK_ENV_JOB="cu12-$$" APP_RANK_WRAPPER="bash $PWD/scripts/rank-env.sh"
-  export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
-fi
+[ "$NGPU" -ge 2 ] || MODES=(procs)
+place_ranks "$RANKS"
 echo "== $RANKS ranks on $NGPU GPU(s): modes ${MODES[*]}"
 
 for mode in "${MODES[@]}"; do

@@ -18,7 +18,8 @@
 # STRAGGLE_MS (60000), GRAPH_REPLAYS (2000), CHURN_CYCLES (1000, with symmpin), CHURN_NCCL_CYCLES
 # (20, NCCL alone: the device-memory baseline), CHURN_CALLS (32 per cycle), CHURN_SECONDS (540: the
 # symmpin side stops there, or earlier if the step's time runs out; over sockets a cycle takes
-# ~0.51 s with or without symmpin, so 1000 cycles need group d alone, SUITE_DEADLINE_S=590), TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
+# ~0.51 s with or without symmpin, so 1000 cycles need group d alone, SUITE_DEADLINE_S=590),
+# TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
 # TEARDOWN_S (30 s after a run's results), SANITIZER_RANK_OPTS (sanitizer_ranks' tool options),
 # STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (560: steps that would start
 # later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none),

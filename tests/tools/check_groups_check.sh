@@ -13,36 +13,9 @@ ok() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# make_trace RANK FILE [EDIT]: groups 1-3 on NCCL (warm-up), 4-35 alternating probe groups (the
-# 2nd, 4th, ...) and groups on symmpin with the third call above the group limit, 36-40 back on
-# NCCL (group_measured). EDIT: probe_split (group 5's first call on symmpin), late (group 38's
-# first call on symmpin), apart (group 10's first call to NCCL, reason stream).
-make_trace() {
-  python3 - "$1" "$2" "${3:-}" <<'EOF'
-import sys
-rank, path, edit = sys.argv[1], sys.argv[2], sys.argv[3]
-seq = 0
-out = ["#symmpin-trace 1", f"#rank={rank}", "#fields=seq t_ns tid call key=value..."]
-def line(call, rest):
-    global seq
-    seq += 1
-    out.append(f"{seq} {seq * 1000} 77 {call} rc=0 dev=0 {rest}")
-for g in range(1, 41):
-    line("ncclGroupStart", "depth=1")
-    for c, count in enumerate((384, 768, 614400)):
-        if g <= 3: p, r = 0, 2
-        elif g <= 35: p, r = (0, 11) if g % 2 == 1 else (1, 0)
-        else: p, r = 0, 13
-        if 4 <= g <= 35 and c == 2: p, r = 0, 12
-        if edit == "probe_split" and g == 5 and c == 0: p, r = 1, 0
-        if edit == "late" and g == 38 and c == 0: p, r = 1, 0
-        if edit == "apart" and g == 10 and c == 0: p, r = 0, 8
-        line("ncclAllReduce", f"stream=0x1 comm=0 rank={rank} nranks=2 site=0x{c + 1:x} "
-             f"count={count} dtype=bf16 op=avg path={p} reason={r}")
-    line("ncclGroupEnd", "depth=0")
-open(path, "w").write("\n".join(out) + "\n")
-EOF
-}
+# make_trace RANK FILE [EDIT]: 2 ranks' grouped calls, back on NCCL from group 36; EDIT breaks it
+# (tests/tools/group_trace.py says how).
+make_trace() { python3 "$root/tests/tools/group_trace.py" "$@"; }
 
 make_trace 0 "$tmp/good.0"
 make_trace 1 "$tmp/good.1"

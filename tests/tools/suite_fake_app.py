@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from group_trace import group_trace  # beside this file
+
 NAME = sys.argv[1]
 ARGS = sys.argv[2:]
 SIDE = "symmpin" if "libsymmpin" in os.environ.get("LD_PRELOAD", "") else "nccl"
@@ -178,36 +180,10 @@ def dp_rank(rank, nranks):
         say("DP-TIME layers=12 step_us=900.00 compute_us=500.00 group_us=300.00")
     write_stats(rank, [comm(rank, nranks, 100)])
     trace = pattern("SYMMPIN_TRACE", rank)
-    if trace and SIDE == "symmpin":
-        write_group_trace(trace, rank, nranks)
+    if trace and SIDE == "symmpin":  # a one-rank communicator's groups go back to NCCL
+        with open(trace, "w") as f:
+            f.write(group_trace(rank, nranks, back=nranks == 1))
     end(rank)
-
-
-def write_group_trace(path, rank, nranks):
-    """The grouped calls as the library traces them (scripts/check_groups.py reads them): 40
-    groups of 3 calls, warm-up (reason 2), then probe groups (11) alternating with groups on
-    symmpin, the largest call above the group limit (12); from group 36 a one-rank communicator's
-    groups are back on NCCL for good (13: NCCL's copy wins), a larger one's stay on symmpin."""
-    seq, out = 0, ["#symmpin-trace 1", f"#rank={rank}", "#fields=seq t_ns tid call key=value..."]
-    for g in range(1, 41):
-        lines = [("ncclGroupStart", "depth=1")]
-        for c, count in enumerate((384, 768, 614400)):
-            if g <= 3:
-                p, r = 0, 2
-            elif g <= 35 or nranks > 1:
-                p, r = (0, 11) if g % 2 == 1 and g <= 35 else (1, 0)
-            else:
-                p, r = 0, 13
-            if g > 3 and c == 2:
-                p, r = 0, 12
-            lines.append(("ncclAllReduce", f"stream=0x1 comm=0 rank={rank} nranks={nranks} "
-                          f"site=0x{c + 1:x} count={count} dtype=bf16 op=avg path={p} reason={r}"))
-        lines.append(("ncclGroupEnd", "depth=0"))
-        for call, rest in lines:
-            seq += 1
-            out.append(f"{seq} {seq * 1000} 77 {call} rc=0 dev=0 {rest}")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
 
 
 def life_rank(rank, nranks):
