@@ -91,6 +91,10 @@ struct symmpin_agree {
   bool cand_measuring;      /* ... as of the candidate */
   bool alarm_reported;      /* the alarm's WARN was printed */
   bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
+  int elsewhere_rank;       /* ... that rank r (-1: none found by this rank) */
+  int record_missing;       /* the rank this rank last found missing from this epoch's record
+                             * round (-1: none) */
+  bool record_late;         /* this rank posted this epoch's record after it had failed */
   unsigned timeouts_in_row; /* epochs failed by a wait that expired, since the last GO */
 };
 
@@ -152,6 +156,28 @@ static void stop(symmpin_agree *a, symmpin_agree_stop why, const char *what) {
                a->p.rank, a->p.nranks, what);
 }
 
+/* The record round failed for good (its verdict FAIL: peer_elsewhere or two timeouts in a row in
+ * wait_round decided it, on this rank or a peer): say which of the two happened. A rank on another
+ * host never opens this host's board, which every rank sees there; otherwise a rank on this host
+ * missed two agreements in a row: the rank that decided it, and any that waited with it, found it
+ * missing from the record round; the rank itself posted its record after the verdict. */
+static void stop_not_one_host(symmpin_agree *a) {
+  char what[128];
+  int away = a->elsewhere_rank;
+  for (int r = 0; away < 0 && r < a->p.nranks; r++)
+    if (!symmpin_board_rank_attached(a->board, r)) away = r;
+  if (away >= 0)
+    snprintf(what, sizeof what, "ranks on several hosts: rank %d is missing from this host's board",
+             away);
+  else if (a->record_missing >= 0)
+    snprintf(what, sizeof what, "rank %d missed two agreements in a row", a->record_missing);
+  else if (a->record_late)
+    snprintf(what, sizeof what, "rank %d (this rank) missed two agreements in a row", a->p.rank);
+  else /* a peer decided it, and this rank never saw whom it waited for */
+    snprintf(what, sizeof what, "a rank on this host missed two agreements in a row");
+  stop(a, SYMMPIN_AGREE_NOT_ONE_HOST, what);
+}
+
 symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree **out) {
   if (p->nranks < 1 || p->nranks > SYMMPIN_KERNEL_MAX_RANKS || p->rank < 0 || p->rank >= p->nranks) {
     SYMMPIN_INFO("comm %d: rank %d of %d: the kernels take 1 to %d ranks", p->comm, p->rank,
@@ -164,6 +190,7 @@ symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree *
     return SYMMPIN_ERR_NOMEM;
   }
   a->p = *p;
+  a->elsewhere_rank = a->record_missing = -1;
   symmpin_warmup_config wc = {.calls = p->warmup};
   symmpin_status st = symmpin_schedule_init(&a->sched, &wc);
   if (st == SYMMPIN_OK) {
@@ -211,6 +238,7 @@ static bool peer_elsewhere(symmpin_agree *a, int missing, bool timed_out) {
     return false;
   symmpin_board_decide(a->board, ROUND_RECORD(a->epoch), SYMMPIN_VERDICT_FAIL);
   a->elsewhere_said = true;
+  a->elsewhere_rank = missing;
   SYMMPIN_INFO("comm %d rank %d: rank %d has not opened this host's board%s: it is on another "
                "host", a->p.comm, a->p.rank, missing,
                timed_out ? " within the timeout" : " although the first all-reduce completed");
@@ -228,6 +256,7 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
       if (round == ROUND_RECORD(a->epoch)) a->timeouts_in_row = 0; /* every rank came: not "in a row" */
       return true;
     }
+    if (round == ROUND_RECORD(a->epoch) && missing >= 0) a->record_missing = missing;
     if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
     if (a->p.aborting && atomic_load(a->p.aborting)) return false; /* ncclCommAbort: no waiting */
     if (round == ROUND_RECORD(a->epoch) && peer_elsewhere(a, missing, false)) return false;
@@ -299,8 +328,7 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
   a->phase = PHASE_IDLE;
   symmpin_schedule_failed(&a->sched);
   if (symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL)
-    stop(a, SYMMPIN_AGREE_NOT_ONE_HOST, "ranks on several hosts, or a rank that missed two "
-                                        "agreements in a row");
+    stop_not_one_host(a);
   else
     SYMMPIN_INFO("comm %d rank %d: plan agreement of epoch %u failed; NCCL until the next one",
                  a->p.comm, a->p.rank, a->epoch);
@@ -310,6 +338,9 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
 /* Call n closes the record: post it (round 3e-1). */
 static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   a->epoch++;
+  a->record_missing = -1;
+  /* Already failed for good by a peer that waited for this rank's record (stop_not_one_host). */
+  a->record_late = symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL;
   symmpin_choice_entry *times = a->times_out;
   size_t ntimes = a->p.ops.shape_times
                       ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;

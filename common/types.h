@@ -55,13 +55,17 @@ typedef enum symmpin_dtype {
 
 /* The built-in reduction ops: X(NAME, value, short name), ncclRedOp_t's values. Anything
  * >= SYMMPIN_OP_COUNT (e.g. PreMulSum ops created by ncclRedOpCreatePreMulSum) is not ours and
- * goes to NCCL. */
-#define SYMMPIN_OPS(X) \
-  X(SUM, 0, "sum")     \
-  X(PROD, 1, "prod")   \
-  X(MAX, 2, "max")     \
-  X(MIN, 3, "min")     \
-  X(AVG, 4, "avg")
+ * goes to NCCL. SYMMPIN_OPS_CTX(X, c) is the same list with a context passed along, X(c, NAME,
+ * value, short name), for a list nested in another (the kernels' entry points: one per datatype
+ * and op). */
+#define SYMMPIN_OPS_CTX(X, c) \
+  X(c, SUM, 0, "sum")         \
+  X(c, PROD, 1, "prod")       \
+  X(c, MAX, 2, "max")         \
+  X(c, MIN, 3, "min")         \
+  X(c, AVG, 4, "avg")
+#define SYMMPIN_OPS_NO_CTX_(X, name, value, str) X(name, value, str)
+#define SYMMPIN_OPS(X) SYMMPIN_OPS_CTX(SYMMPIN_OPS_NO_CTX_, X)
 
 typedef enum symmpin_op {
 #define SYMMPIN_X(name, value, str) SYMMPIN_##name = value,

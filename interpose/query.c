@@ -1,33 +1,39 @@
 /* What the preload asks of CUDA and NCCL (preload/host.h), answered here where their headers and
- * the real symbols are, and installed when the library loads. CUDA questions go to symmpin's own
- * runtime (static, linked in), through interpose/cuda_queries.h (the CPU tests' seam); NCCL is not
- * linked, so its functions are resolved like the wrapped ones. The stack depth for call-site
- * hashes is set here too, from the configuration, before any wrapped call needs it. */
-#include <cuda_runtime_api.h>
+ * the real symbols are, and installed when the library loads. CUDA questions go to the driver
+ * (driver/cu.h, opened by the first question); NCCL is not linked, so its functions are resolved
+ * like the wrapped ones. The stack depth for call-site hashes is set here too, from the
+ * configuration, before any wrapped call needs it. */
 #include <nccl.h>
 
+#include "driver/cu.h"
 #include "interpose/callsite.h"
-#include "interpose/cuda_queries.h"
 #include "interpose/guard.h"
 #include "interpose/real.h"
 #include "preload/config.h"
 #include "preload/host.h"
 #include "preload/preload.h"
 
+/* The device of the thread's current context. A thread without one answers 0, as the program's
+ * runtime would (cudaGetDevice): its next CUDA call makes device 0's primary context current. */
 static int query_device(void) {
-  int dev = -1;
-  if (symmpin_cuda.get_device(&dev) != cudaSuccess) return -1;
-  return dev;
+  if (!symmpin_cu_usable()) return -1;
+  CUcontext ctx = NULL;
+  if (symmpin_cu.CtxGetCurrent(&ctx) != CUDA_SUCCESS) return -1;
+  if (!ctx) return 0;
+  CUdevice dev = -1;
+  if (symmpin_cu.CtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+  return (int)dev;
 }
 
 static int query_capturing(void *stream, unsigned long long *capture_id) {
-  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  if (symmpin_cuda.stream_get_capture_info((cudaStream_t)stream, &st, &id, NULL, NULL, NULL,
-                                           NULL) != cudaSuccess)
+  if (!symmpin_cu_usable()) return -1;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  if (symmpin_cu.StreamGetCaptureInfo((CUstream)stream, &st, &id, NULL, NULL, NULL) !=
+      CUDA_SUCCESS)
     return -1;
   if (capture_id) *capture_id = id;
-  return st != cudaStreamCaptureStatusNone;
+  return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static symmpin_real_sym real_user_rank = SYMMPIN_REAL_SYM_INIT(SYMMPIN_REAL_NCCL, ncclCommUserRank);
@@ -50,7 +56,6 @@ static int query_comm(void *comm, int *rank, int *nranks) {
 __attribute__((constructor(101))) static void symmpin_interpose_install(void) {
   const symmpin_config *cfg = symmpin_config_get();
   if (!cfg->disable) symmpin_callsite_set_depth(cfg->stack_depth); /* may prime backtrace() */
-  symmpin_cuda_queries_init();
   symmpin_host h = {.device = query_device, .capturing = query_capturing, .comm_rank = query_comm};
   symmpin_host_install(&h);
 }

@@ -60,7 +60,7 @@ typedef enum symmpin_kernel_input {
 } symmpin_kernel_input;
 
 /* Where a kernel reports a wait that lasted longer than the timeout. Host-mapped memory
- * (cudaHostAlloc ... cudaHostAllocMapped) so the host can read it without synchronizing. */
+ * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP) so the host can read it without synchronizing. */
 typedef struct symmpin_kernel_error {
   volatile uint32_t timed_out; /* 0, or 1 once a block gave up waiting (deadline or abort) */
   volatile int32_t peer;       /* the rank it waited for */

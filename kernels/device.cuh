@@ -3,7 +3,8 @@
  * epochs, the cross-rank barrier with its identity check, timeouts and abort.
  *
  * Included by kernels/allreduce.cu only (one translation unit holds every kernel, so the group
- * kernel can run any family's call), hence the anonymous namespace. The families' own code is in
+ * kernel can run any family's call), hence the anonymous namespace; the kernels' entry points
+ * there are extern "C", the names the host loads them by (kernels/names.h). The families' own code is in
  * kernels/oneshot.cuh and kernels/twoshot.cuh.
  *
  * Arithmetic: integers wrap like NCCL (avg = wrapped sum / n, truncated toward zero); floating
@@ -18,12 +19,12 @@
 
 #include "kernels/allreduce.h"
 #include "kernels/oneshot_layout.h"
+#include "kernels/params.h"
 #include "kernels/select.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -41,19 +42,8 @@ static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET % 8 == 0, "ident alignment");
 static_assert(SYMMPIN_ONESHOT_IDENT_OFFSET + 2 * 8 * kMaxRanks <= SYMMPIN_ONESHOT_HEADER_BYTES, "header");
 static_assert(SYMMPIN_ONESHOT_BAR_OFFSET >= 4 * SYMMPIN_ONESHOT_MAX_BLOCKS, "epochs overlap bars");
 
-struct Params {
-  char *slot[kMaxRanks];
-  const char *send;
-  char *recv;
-  size_t bytes; /* input bytes per rank */
-  size_t units; /* LL lines or 16-byte vectors per rank */
-  int rank, nranks;
-  int inplace_slot; /* IN_SLOT: recv is this rank's own data area */
-  uint64_t site;
-  uint64_t timeout; /* clock64 cycles, 0 = never */
-  symmpin_kernel_error *error;
-  uint32_t id;      /* the call's identity (symmpin_kernel_call.call_id) */
-};
+/* One call's parameters (kernels/params.h: the layout the host fills). */
+using Params = symmpin_kernel_params;
 
 /* ---- memory access helpers. Peer memory is read and written with volatile (system-scope,
  * never L1-cached) accesses; flags use release/acquire at system scope because peers are other

@@ -117,7 +117,7 @@ __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq, const G
 }
 
 template <class D, int OP>
-__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) ll_kernel(const Params P) {
+__device__ __forceinline__ void ll_kernel(const Params &P) {
   __shared__ int abort_flag; /* written when a wait gives up; read only by group_kernel */
   if (threadIdx.x == 0) abort_flag = 0;
   griddep_wait();
@@ -182,7 +182,7 @@ __device__ __forceinline__ void copy_reduce(const Params &P, uint32_t seq, int *
 }
 
 template <class D, int OP, bool kInSlot>
-__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) bar_kernel(const Params P) {
+__device__ __forceinline__ void bar_kernel(const Params &P) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
   const Geo g = launch_geo();

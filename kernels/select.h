@@ -100,6 +100,13 @@ symmpin_status symmpin_kernel_arch_check(int device, int cc, bool has_code, cons
  * predecessor's writes. */
 bool symmpin_kernel_pdl_usable(int cc, int code_arch);
 
+/* Which of the embedded images (arch[i] x10, is_ptx[i]) runs on a GPU of compute capability cc
+ * (x10): the cubin of the same major generation with the highest minor not above the GPU's (sm_80
+ * code runs on sm_86 and sm_89, never on sm_90); else the PTX of the highest architecture not
+ * above the GPU's, which the driver compiles for it; else -1. As the CUDA runtime chooses from a
+ * fat binary. */
+int symmpin_kernel_image_pick(const int *arch, const int *is_ptx, int n, int cc);
+
 /* One-shot family. Largest per-rank input (bytes) that uses LL; provisional until measured on
  * 2/4/8 GPUs. */
 size_t symmpin_oneshot_ll_max_bytes(int nranks);

@@ -156,7 +156,7 @@ __device__ __forceinline__ uint32_t slot_epoch(const Params &P, const Geo &g) {
 }
 
 template <class D, int OP>
-__global__ void __launch_bounds__(SYMMPIN_ONESHOT_MAX_THREADS, 2) twoshot_kernel(const Params P) {
+__device__ __forceinline__ void twoshot_kernel(const Params &P) {
   __shared__ int abort_flag;
   if (threadIdx.x == 0) abort_flag = 0;
   griddep_wait(); /* no-op unless launched with PDL (it is not today): then it must come first */

@@ -32,8 +32,8 @@ void symmpin_banner_install(const symmpin_banner_probe *p) {
 
 void symmpin_banner_facts_init(symmpin_banner_facts *f) {
   memset(f, 0, sizeof *f);
-  f->nccl_version = f->nccl_built = f->cudart_version = f->driver_version = -1;
-  f->cudart_error = -1;
+  f->nccl_version = f->nccl_built = f->driver_version = -1;
+  f->driver_usable = -1;
   f->device = -1;
   f->ngpus = -1;
   memset(f->p2p, -1, sizeof f->p2p);
@@ -117,50 +117,38 @@ static void cuda_version_str(int v, char *buf, size_t cap) {
     snprintf(buf, cap, "%d.%d", v / 1000, v % 1000 / 10);
 }
 
-symmpin_cuda_support symmpin_banner_cuda_support(int runtime, int driver, int runtime_error) {
+symmpin_cuda_support symmpin_banner_cuda_support(int driver, int usable) {
   if (driver == 0) return SYMMPIN_CUDA_NO_DRIVER;
-  if (runtime < 0 || driver < 0) return SYMMPIN_CUDA_UNKNOWN;
-  if (driver / 1000 < runtime / 1000 || runtime_error == SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER ||
-      runtime_error == SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER)
-    return SYMMPIN_CUDA_DRIVER_TOO_OLD;
-  if (runtime_error < 0) return SYMMPIN_CUDA_UNKNOWN;
-  return runtime_error == 0 ? SYMMPIN_CUDA_OK : SYMMPIN_CUDA_RUNTIME_FAILED;
+  if (driver < 0) return SYMMPIN_CUDA_UNKNOWN;
+  if (driver < SYMMPIN_CUDA_MIN_DRIVER) return SYMMPIN_CUDA_DRIVER_TOO_OLD;
+  if (usable < 0) return SYMMPIN_CUDA_UNKNOWN;
+  return usable ? SYMMPIN_CUDA_OK : SYMMPIN_CUDA_DRIVER_FAILED;
 }
 
 int symmpin_banner_cuda_line(const symmpin_banner_facts *f, char *buf, size_t cap) {
-  char rt[32], drv[32], err[64];
-  cuda_version_str(f->cudart_version, rt, sizeof rt);
+  char drv[32];
   cuda_version_str(f->driver_version, drv, sizeof drv);
-  if (f->cudart_error_name[0])
-    snprintf(err, sizeof err, "%s", f->cudart_error_name);
-  else
-    snprintf(err, sizeof err, "error %d", f->cudart_error);
   const char *out = "symmpin stays out of this process: every call goes to NCCL, as without "
                     "symmpin (docs/compatibility.md)";
-  switch (symmpin_banner_cuda_support(f->cudart_version, f->driver_version, f->cudart_error)) {
+  switch (symmpin_banner_cuda_support(f->driver_version, f->driver_usable)) {
   case SYMMPIN_CUDA_OK: buf[0] = '\0'; return 0;
   case SYMMPIN_CUDA_NO_DRIVER:
     snprintf(buf, cap, "no CUDA driver in this process (libcuda.so.1 not found); %s", out);
     break;
   case SYMMPIN_CUDA_DRIVER_TOO_OLD:
     snprintf(buf, cap,
-             "the CUDA driver supports CUDA %s, older than symmpin's own CUDA runtime %s (it needs "
-             "a driver for CUDA %d or newer)%s%s; %s",
-             drv, rt, f->cudart_version / 1000, f->cudart_error > 0 ? ": " : "",
-             f->cudart_error > 0 ? err : "", out);
+             "the CUDA driver supports CUDA %s; symmpin needs CUDA 12.0 or newer (a driver r525 "
+             "or newer); %s",
+             drv, out);
     break;
-  case SYMMPIN_CUDA_RUNTIME_FAILED:
-    snprintf(buf, cap,
-             "symmpin's own CUDA runtime %s cannot start (%s; the driver supports CUDA "
-             "%s); %s",
-             rt, err, drv, out);
+  case SYMMPIN_CUDA_DRIVER_FAILED:
+    snprintf(buf, cap, "the CUDA driver (CUDA %s) cannot serve symmpin: %s; %s", drv,
+             f->driver_why[0] ? f->driver_why : "reason unknown", out);
     break;
   case SYMMPIN_CUDA_UNKNOWN:
   default:
-    snprintf(buf, cap,
-             "cannot read the CUDA runtime's or driver's version (runtime %s, driver %s); "
-             "%s",
-             rt, drv, out);
+    snprintf(buf, cap, "cannot read the CUDA driver's version (%s); %s",
+             f->driver_why[0] ? f->driver_why : "no answer", out);
     break;
   }
   return SYMMPIN_LOG_INFO;
@@ -171,8 +159,7 @@ int symmpin_banner_cuda_line(const symmpin_banner_facts *f, char *buf, size_t ca
 /* Decide once for the process; the thread that decides logs the verdict lines. */
 static int decide(const symmpin_banner_facts *f) {
   int nccl = (int)symmpin_banner_nccl_support(f->nccl_version);
-  int cuda =
-      (int)symmpin_banner_cuda_support(f->cudart_version, f->driver_version, f->cudart_error);
+  int cuda = (int)symmpin_banner_cuda_support(f->driver_version, f->driver_usable);
   int none = -1;
   if (!atomic_compare_exchange_strong(&verdicts, &none, nccl | cuda << 8)) return none;
   char line[SYMMPIN_BANNER_LINE];
@@ -222,7 +209,6 @@ int symmpin_banner_lines(const symmpin_banner_facts *f, char (*lines)[SYMMPIN_BA
   symmpin_banner_nccl_version_str(f->nccl_built, b, sizeof b);
   LINE("NCCL %s (symmpin built against %s, tested with %d.%d)", a, b, SYMMPIN_NCCL_TESTED_MAJOR,
        SYMMPIN_NCCL_TESTED_MINOR);
-  cuda_version_str(f->cudart_version, a, sizeof a);
   cuda_version_str(f->driver_version, b, sizeof b);
   char prog[SYMMPIN_BANNER_LINE / 2] = "none loaded";
   for (int i = 0, k = 0; i < f->nprogram_cudarts && i < SYMMPIN_BANNER_MAX_CUDARTS; i++) {
@@ -233,10 +219,11 @@ int symmpin_banner_lines(const symmpin_banner_facts *f, char (*lines)[SYMMPIN_BA
     if (m > 0 && (size_t)(k + m) < sizeof prog) k += m;
   }
   if (f->driver_version == 0)
-    LINE("CUDA runtime %s (symmpin's own, static); the program's: %s; no CUDA driver", a, prog);
+    LINE("no CUDA driver; the program's CUDA runtime: %s", prog);
   else
-    LINE("CUDA runtime %s (symmpin's own, static); the program's: %s; driver supports CUDA %s", a,
-         prog, b);
+    LINE("CUDA driver supports CUDA %s (symmpin uses it at the CUDA 12.0 ABI, no runtime of its "
+         "own); the program's CUDA runtime: %s",
+         b, prog);
   if (f->cc > 0)
     LINE("GPU %d: %s, compute capability %d.%d (sm_%d)", f->device,
          f->gpu_name[0] ? f->gpu_name : "(name unknown)", f->cc / 10, f->cc % 10, f->cc);
@@ -279,9 +266,8 @@ void symmpin_banner_once(int device) {
   versions(&f);
   if (SYMMPIN_LOG_ON(SYMMPIN_LOG_INFO)) {
     const symmpin_banner_probe *p = probe_get();
-    /* Only where symmpin's runtime works: its GPU questions would only fail. */
-    bool cuda_ok = symmpin_banner_cuda_support(f.cudart_version, f.driver_version,
-                                               f.cudart_error) == SYMMPIN_CUDA_OK;
+    /* Only where the driver serves symmpin: its GPU questions would only fail. */
+    bool cuda_ok = symmpin_banner_cuda_support(f.driver_version, f.driver_usable) == SYMMPIN_CUDA_OK;
     if (cuda_ok && p && p->gpu) p->gpu(device, &f);
     static char lines[SYMMPIN_BANNER_MAX_LINES][SYMMPIN_BANNER_LINE]; /* once per process */
     int n = symmpin_banner_lines(&f, lines, SYMMPIN_BANNER_MAX_LINES);

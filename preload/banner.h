@@ -1,16 +1,17 @@
 /* The version banner, the NCCL version policy and the CUDA driver policy.
  *
  * Once per process, when symmpin becomes active (the first communicator init), the banner logs at
- * INFO which symmpin this is and what it runs on: NCCL's version, the CUDA runtimes (symmpin's
- * own, static, and the program's) and the driver, the GPU and the P2P access matrix among the
- * visible GPUs. The same moment decides whether the NCCL in the process is one symmpin may work
- * with (symmpin_banner_nccl_supported; when not, one WARN line says why) and whether the driver
- * can run symmpin's own CUDA runtime (symmpin_banner_cuda_supported; when not, one INFO line says
- * why, and the program runs exactly as without symmpin: every call goes to NCCL).
+ * INFO which symmpin this is and what it runs on: NCCL's version, the CUDA driver symmpin uses
+ * (at the CUDA 12.0 ABI, driver/cu.h) and the program's CUDA runtimes, the GPU and the P2P access
+ * matrix among the visible GPUs. The same moment decides whether the NCCL in the process is one
+ * symmpin may work with (symmpin_banner_nccl_supported; when not, one WARN line says why) and
+ * whether the driver can serve symmpin (symmpin_banner_cuda_supported: CUDA 12.0 or newer, every
+ * entry point there; when not, one INFO line says why, and the program runs exactly as without
+ * symmpin: every call goes to NCCL).
  *
  * Plain C without CUDA or NCCL headers: the facts come from a probe that interpose/ installs when
- * the library loads (interpose/banner_probe.c: the real ncclGetVersion, the CUDA runtimes). Until
- * then every fact reads "unknown" (CPU tests that install nothing). */
+ * the library loads (interpose/banner_probe.c: the real ncclGetVersion, the driver, the program's
+ * runtimes). Until then every fact reads "unknown" (CPU tests that install nothing). */
 #ifndef SYMMPIN_PRELOAD_BANNER_H
 #define SYMMPIN_PRELOAD_BANNER_H
 
@@ -26,10 +27,9 @@
 #define SYMMPIN_NCCL_MIN_MAJOR 2
 #define SYMMPIN_NCCL_MIN_MINOR 18
 
-/* CUDA runtime error numbers the driver policy names (interpose/banner_probe.c checks them
- * against the runtime's header at compile time). */
-#define SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER 35        /* cudaErrorInsufficientDriver */
-#define SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER 36 /* cudaErrorCallRequiresNewerDriver */
+/* The oldest driver symmpin works with: CUDA 12.0 (r525), the ABI it asks every entry point for
+ * (driver/cu.h's SYMMPIN_CU_ABI; interpose/banner_probe.c checks they agree). */
+#define SYMMPIN_CUDA_MIN_DRIVER 12000
 
 /* The program's CUDA runtimes the banner names (libcudart.so.<major> already loaded). */
 #define SYMMPIN_BANNER_MAX_CUDARTS 4
@@ -43,12 +43,11 @@
 typedef struct symmpin_banner_facts {
   int nccl_version;     /* ncclGetVersion of the NCCL in the process; -1 unknown */
   int nccl_built;       /* NCCL_VERSION_CODE of the nccl.h symmpin was built with; -1 unknown */
-  int cudart_version;   /* symmpin's own runtime (static): its version, 13000 = 13.0; -1 unknown */
-  int cudart_error;     /* what symmpin's runtime answered when first asked (cudaGetDeviceCount):
-                           0 it works, else the cudaError_t; -1 unknown */
-  char cudart_error_name[48]; /* its name ("" unknown) */
-  int driver_version;   /* cudaDriverGetVersion: the newest CUDA the driver supports, 0 no driver
+  int driver_version;   /* cuDriverGetVersion: the newest CUDA the driver supports, 0 no driver
                            (no libcuda.so.1); -1 unknown */
+  int driver_usable;    /* 1: symmpin opened the driver (every entry point, cuInit); 0 not (why
+                           says why); -1 unknown */
+  char driver_why[200]; /* driver/cu.h's reason when not usable ("" otherwise) */
   int nprogram_cudarts; /* the program's runtimes already loaded (never loaded by symmpin) */
   struct {
     int major;   /* libcudart.so.<major> */
@@ -66,9 +65,9 @@ typedef struct symmpin_banner_facts {
 /* Every field "unknown". */
 void symmpin_banner_facts_init(symmpin_banner_facts *f);
 
-/* What interpose/ supplies. `versions` fills the NCCL, CUDA runtime and driver facts (cheap:
- * always asked, at the first communicator); `gpu` fills the rest for GPU `device` (-1: the calling
- * thread's current one), asked only when the banner is logged (INFO) and symmpin's runtime works.
+/* What interpose/ supplies. `versions` fills the NCCL, driver and runtime facts (cheap: always
+ * asked, at the first communicator); `gpu` fills the rest for GPU `device` (-1: the calling
+ * thread's current one), asked only when the banner is logged (INFO) and the driver is usable.
  * Either may be NULL. */
 typedef struct symmpin_banner_probe {
   void (*versions)(symmpin_banner_facts *f);
@@ -104,27 +103,26 @@ void symmpin_banner_nccl_version_str(int version, char *buf, size_t cap);
  * it before it sets up a communicator, and keeps that communicator on NCCL when false. */
 bool symmpin_banner_nccl_supported(void);
 
-/* The verdict on the CUDA driver for symmpin's own runtime (a pure function of the facts):
- * `runtime` and `driver` are CUDA versions (13000 = 13.0; driver 0: no driver; -1 unknown),
- * `runtime_error` what symmpin's runtime answered when first asked (0 it works; -1 unknown). Only
- * the major versions are compared: a runtime runs on any driver of its major version (CUDA's
- * minor version compatibility; a call that needs a newer driver fails with an error of its own,
- * which the engine treats as any CUDA failure: that communicator stays on NCCL). */
+/* The verdict on the CUDA driver (a pure function of the facts): `driver` is the CUDA version it
+ * supports (12040 = 12.4; 0: no driver; -1 unknown), `usable` whether symmpin could open it
+ * (driver/cu.h: 1, 0, -1 unknown). symmpin needs CUDA 12.0 (r525) or newer: its kernels are CUDA
+ * 12 cubins and every entry point is asked for at the 12.0 ABI, so any newer driver serves it
+ * (a CUDA 12 driver by NVIDIA's minor version compatibility). */
 typedef enum symmpin_cuda_support {
   SYMMPIN_CUDA_OK = 0,
   SYMMPIN_CUDA_NO_DRIVER = 1,      /* no CUDA driver in the process (no libcuda.so.1) */
-  SYMMPIN_CUDA_DRIVER_TOO_OLD = 2, /* the driver's CUDA major version is older than the runtime's,
-                                      or the runtime says cudaErrorInsufficientDriver */
-  SYMMPIN_CUDA_RUNTIME_FAILED = 3, /* the runtime cannot start for another reason (no GPU, ...) */
-  SYMMPIN_CUDA_UNKNOWN = 4,        /* a version could not be read */
+  SYMMPIN_CUDA_DRIVER_TOO_OLD = 2, /* the driver supports a CUDA older than 12.0 */
+  SYMMPIN_CUDA_DRIVER_FAILED = 3,  /* new enough, but it cannot serve symmpin (an entry point
+                                      missing, cuInit failed: no GPU, ...) */
+  SYMMPIN_CUDA_UNKNOWN = 4,        /* the version could not be read */
 } symmpin_cuda_support;
 
-symmpin_cuda_support symmpin_banner_cuda_support(int runtime, int driver, int runtime_error);
-/* The INFO line for the facts' CUDA verdict ("" and 0 when symmpin's runtime works); returns the
- * level it is logged at (SYMMPIN_LOG_INFO) or 0. */
+symmpin_cuda_support symmpin_banner_cuda_support(int driver, int usable);
+/* The INFO line for the facts' CUDA verdict ("" and 0 when the driver serves symmpin); returns
+ * the level it is logged at (SYMMPIN_LOG_INFO) or 0. */
 int symmpin_banner_cuda_line(const symmpin_banner_facts *f, char *buf, size_t cap);
 
-/* Whether the driver can run symmpin's own CUDA runtime in this process. Decided once, with the
+/* Whether the driver can serve symmpin in this process. Decided once, with the
  * NCCL verdict (the first call asks the probe and logs the verdict lines if the banner has not
  * yet); cheap afterwards. The engine asks it before anything else when it sets up a communicator:
  * when false, it makes no CUDA call and keeps the communicator on NCCL without a line of its own

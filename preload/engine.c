@@ -8,7 +8,6 @@
  * Everything runs under the communicator's lock (preload holds it) and the re-entrancy guard. */
 #include "preload/engine.h"
 
-#include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -27,7 +26,7 @@
 #include "preload/keep.h"
 #include "preload/stats.h"
 #include "preload/timing.h"
-#include "symmem/cuda_check.h"
+#include "driver/check.h"
 #include "symmem/devscope.h"
 #include "symmem/pool.h"
 
@@ -84,7 +83,7 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
 typedef struct slot_order {
   uint64_t offset;
   bool used;           /* the table entry holds a slot */
-  cudaEvent_t done;    /* created at the slot's first eager kernel */
+  CUevent done;    /* created at the slot's first eager kernel */
   int last_ord;        /* stream ordinal of the latest kernel; NO_KERNEL_YET before the first */
 } slot_order;
 #define NO_KERNEL_YET (-2)
@@ -134,7 +133,7 @@ struct symmpin_engine_comm {
   /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
   void *first_stream;
-  cudaEvent_t first_ev;
+  CUevent first_ev;
   enum { FIRST_NONE, FIRST_STREAM, FIRST_RECORDED, FIRST_DONE } first;
   bool first_tried;          /* the first call with data was looked at */
   bool capturing_now;        /* the call being handled is captured (agreement callbacks ask) */
@@ -147,18 +146,18 @@ struct symmpin_engine_comm {
 
 /* Symmpin's own allocations and mappings must not break a capture that another stream of this
  * thread (or, in global mode, another thread) has in progress: relaxed mode for their duration. */
-static enum cudaStreamCaptureMode capture_mode_relax(void) {
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
+static CUstreamCaptureMode capture_mode_relax(void) {
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.ThreadExchangeStreamCaptureMode(&m));
   return m;
 }
 
-static void capture_mode_restore(enum cudaStreamCaptureMode m) {
-  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
+static void capture_mode_restore(CUstreamCaptureMode m) {
+  (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.ThreadExchangeStreamCaptureMode(&m));
 }
 
 /* The communicator's device current for a few CUDA calls, and the thread put back exactly as it
- * was after them (symmpin_devscope_leave). Not a hand-made cudaGetDevice/cudaSetDevice pair:
+ * was after them (symmpin_devscope_leave). Not a hand-made current-device pair:
  * restoring by device number gives a thread without a context one on GPU 0, and replaces a
  * context the program made current itself (symmem/devscope.h). false: the device cannot be made
  * current (the failing CUDA call is logged); nothing to leave then. */
@@ -174,7 +173,14 @@ static bool device_enter(const symmpin_comm *c, symmpin_devscope *s) {
 static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_comm *e) {
   if (e->keep) return SYMMPIN_OK;
   symmpin_errrec *rec = NULL;
-  e->keep = symmpin_keep_new(e->pool, c->device, &rec);
+  /* The record's host memory belongs to the context current at its allocation: the device's
+   * primary one (retained for good), never none (the driver makes none implicitly) nor a context
+   * of the program's, which the program may destroy. */
+  symmpin_devscope s;
+  if (device_enter(c, &s)) {
+    e->keep = symmpin_keep_new(e->pool, c->device, &rec);
+    symmpin_devscope_leave(&s);
+  }
   if (!e->keep) {
     SYMMPIN_WARN("comm %d: cannot allocate the kernels' error record", c->ordinal);
     return SYMMPIN_ERR_CUDA;
@@ -187,8 +193,10 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
   atomic_store(&c->kernel_failed, &e->err_host->timed_out);
   if (atomic_load(&c->aborting) || atomic_load(&c->async_error)) e->err_host->abort = 1;
   int khz = 0;
-  if (SYMMPIN_CUDA_IGNORE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->device)) !=
-          cudaSuccess ||
+  CUdevice dev;
+  if (SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceGet(&dev, c->device)) != CUDA_SUCCESS ||
+      SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+                                                        dev)) != CUDA_SUCCESS ||
       khz <= 0)
     khz = 2000000; /* H100/H200 boost clock, kHz */
   e->timeout_cycles = symmpin_config_get()->kernel_timeout_ms * (uint64_t)khz; /* 0: no deadline */
@@ -215,13 +223,13 @@ static void first_call_note(symmpin_comm *c, struct symmpin_engine_comm *e, uint
     symmpin_devscope s;
     if (!device_enter(c, &s)) return;
     if (symmpin_host_capturing(e->first_stream) == 0 &&
-        SYMMPIN_CUDA_IGNORE(cudaEventCreateWithFlags(&e->first_ev, cudaEventDisableTiming)) ==
-            cudaSuccess) {
-      if (SYMMPIN_CUDA_IGNORE(cudaEventRecord(e->first_ev, (cudaStream_t)e->first_stream)) ==
-          cudaSuccess)
+        SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&e->first_ev, CU_EVENT_DISABLE_TIMING)) ==
+            CUDA_SUCCESS) {
+      if (SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(e->first_ev, (CUstream)e->first_stream)) ==
+          CUDA_SUCCESS)
         e->first = FIRST_RECORDED;
       else
-        (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
+        (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->first_ev));
     }
     symmpin_devscope_leave(&s);
   }
@@ -230,13 +238,13 @@ static void first_call_note(symmpin_comm *c, struct symmpin_engine_comm *e, uint
 static bool op_first_call_done(void *ctx) {
   symmpin_comm *c = ctx;
   struct symmpin_engine_comm *e = c->engine;
-  /* cudaEventQuery is "unsafe" during a capture: never from a capturing call, and in relaxed mode
+  /* an event query is "unsafe" during a capture: never from a capturing call, and in relaxed mode
    * so that another thread's global-mode capture is not invalidated. */
   if (e->first == FIRST_RECORDED && !e->capturing_now) {
-    enum cudaStreamCaptureMode mode = capture_mode_relax();
-    cudaError_t q = SYMMPIN_CUDA_QUERY(cudaEventQuery(e->first_ev));
+    CUstreamCaptureMode mode = capture_mode_relax();
+    CUresult q = SYMMPIN_CUDA_QUERY(symmpin_cu.EventQuery(e->first_ev));
     capture_mode_restore(mode);
-    if (q == cudaSuccess) e->first = FIRST_DONE;
+    if (q == CUDA_SUCCESS) e->first = FIRST_DONE;
   }
   return e->first == FIRST_DONE;
 }
@@ -265,7 +273,7 @@ static symmpin_status op_check_peers(void *ctx, const symmpin_pool_facts *facts,
 static symmpin_status op_reserve(void *ctx, uint64_t bytes, void *export_rec) {
   symmpin_comm *c = ctx;
   struct symmpin_engine_comm *e = c->engine;
-  enum cudaStreamCaptureMode mode = capture_mode_relax();
+  CUstreamCaptureMode mode = capture_mode_relax();
   symmpin_status st = engine_cuda_setup(c, e);
   if (st == SYMMPIN_OK) st = symmpin_pool_reserve(e->pool, bytes, export_rec);
   capture_mode_restore(mode);
@@ -274,7 +282,7 @@ static symmpin_status op_reserve(void *ctx, uint64_t bytes, void *export_rec) {
 
 static void op_settle(void *ctx, bool agreed) {
   symmpin_comm *c = ctx;
-  enum cudaStreamCaptureMode mode = capture_mode_relax();
+  CUstreamCaptureMode mode = capture_mode_relax();
   symmpin_pool_settle(c->engine->pool, agreed);
   capture_mode_restore(mode);
 }
@@ -282,7 +290,7 @@ static void op_settle(void *ctx, bool agreed) {
 static symmpin_status op_attach(void *ctx, const void *const exports[], const symmpin_plan *plan) {
   symmpin_comm *c = ctx;
   struct symmpin_engine_comm *e = c->engine;
-  enum cudaStreamCaptureMode mode = capture_mode_relax();
+  CUstreamCaptureMode mode = capture_mode_relax();
   symmpin_status st = symmpin_pool_attach(e->pool, exports);
   capture_mode_restore(mode);
   if (st != SYMMPIN_OK) return st; /* symmem logged why (no P2P is INFO, a failure WARN) */
@@ -485,8 +493,8 @@ static slot_order *order_of(struct symmpin_engine_comm *e, uint64_t offset) {
   }
   slot_order *so = order_find(e, offset);
   if (!so->used) {
-    if (SYMMPIN_CUDA_CHECK(cudaEventCreateWithFlags(&so->done, cudaEventDisableTiming)) !=
-        cudaSuccess)
+    if (SYMMPIN_CUDA_CHECK(symmpin_cu.EventCreate(&so->done, CU_EVENT_DISABLE_TIMING)) !=
+        CUDA_SUCCESS)
       return NULL;
     *so = (slot_order){.offset = offset, .used = true, .done = so->done, .last_ord = NO_KERNEL_YET};
     e->norders++;
@@ -504,14 +512,14 @@ static void orders_free(struct symmpin_engine_comm *e) {
     if (events) {
       events[n++] = e->orders[i].done;
     } else { /* no memory to hand them over: wait here rather than free under a kernel */
-      if (e->keep) (void)SYMMPIN_CUDA_IGNORE(cudaEventSynchronize(e->orders[i].done));
-      (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->orders[i].done));
+      if (e->keep) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventSynchronize(e->orders[i].done));
+      (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->orders[i].done));
     }
   }
   if (e->keep) {
     symmpin_keep_retire(e->keep, events, n); /* owns the pool from now on */
   } else {
-    for (int i = 0; i < n; i++) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(events[i]));
+    for (int i = 0; i < n; i++) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(events[i]));
     symmpin_pool_destroy(e->pool); /* never grown: no chunk, no CUDA call */
   }
   e->keep = NULL;
@@ -548,10 +556,10 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
 /* The graph being captured on `stream` holds the keep, once per capture sequence (a few recent
  * ones remembered; a graph held twice is only released twice). */
 static bool graph_hold(struct symmpin_engine_comm *e, void *stream) {
-  enum cudaStreamCaptureStatus status;
-  unsigned long long id = 0;
-  if (!e->keep || SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo(
-                      (cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL)) != cudaSuccess)
+  CUstreamCaptureStatus status;
+  cuuint64_t id = 0;
+  if (!e->keep || SYMMPIN_CUDA_CHECK(symmpin_cu.StreamGetCaptureInfo(
+                      (CUstream)stream, &status, &id, NULL, NULL, NULL)) != CUDA_SUCCESS)
     return false;
   size_t ring = sizeof e->held_captures / sizeof e->held_captures[0];
   for (size_t i = 0; i < ring; i++)
@@ -568,7 +576,7 @@ static bool graph_hold(struct symmpin_engine_comm *e, void *stream) {
 static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
                            const symmpin_kernel_call *k, const uint64_t *offsets, int n,
                            void *stream, int ord, bool capturing, const symmpin_engine_call *timed) {
-  cudaStream_t s = (cudaStream_t)stream;
+  CUstream s = (CUstream)stream;
   slot_order *so[SYMMPIN_KERNEL_GROUP_MAX] = {0};
   bool ok = true;
   /* Every slot's entry first (adding one may move the table), then pointers into it. */
@@ -577,20 +585,18 @@ static bool launch_ordered(symmpin_comm *c, struct symmpin_engine_comm *e,
     so[i] = order_find(e, offsets[i]);
     /* An unknown ordinal (-1) may be any stream: wait. */
     if (so[i]->last_ord != NO_KERNEL_YET && (so[i]->last_ord != ord || ord < 0))
-      ok = SYMMPIN_CUDA_CHECK(cudaStreamWaitEvent(s, so[i]->done, 0)) == cudaSuccess;
+      ok = SYMMPIN_CUDA_CHECK(symmpin_cu.StreamWaitEvent(s, so[i]->done, 0)) == CUDA_SUCCESS;
   }
   /* A captured kernel's graph holds the pool until the graph is gone (keep.h). */
   if (capturing) ok = graph_hold(e, stream);
   int timing = ok && timed ? symmpin_timing_start(&e->timing, c, e->choice, timed, true, true) : -1;
   if (ok) {
-    cudaError_t before = cudaPeekAtLastError();
     ok = (n == 1 ? symmpin_kernel_launch(k, stream) : symmpin_kernel_launch_group(k, n, stream)) ==
-         SYMMPIN_OK;
-    if (!ok) symmpin_cuda_clear_failure(before); /* the launch logged its failure, not cleared it */
+         SYMMPIN_OK; /* a failed launch logged itself */
   }
   symmpin_timing_end(e->timing, timing, stream, ok);
   for (int i = 0; ok && i < n && !capturing; i++) {
-    ok = SYMMPIN_CUDA_CHECK(cudaEventRecord(so[i]->done, s)) == cudaSuccess;
+    ok = SYMMPIN_CUDA_CHECK(symmpin_cu.EventRecord(so[i]->done, s)) == CUDA_SUCCESS;
     so[i]->last_ord = ord;
   }
   return ok;
@@ -745,10 +751,10 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   }
   first_call_note(c, e, n, a, ec->capturing);
   e->capturing_now = ec->capturing;
-  /* cudaEventQuery is "unsafe" during a capture: never from a capturing call, and in relaxed mode
+  /* an event query is "unsafe" during a capture: never from a capturing call, and in relaxed mode
    * so that another thread's global-mode capture is not invalidated. */
   if (!ec->capturing && e->timing) {
-    enum cudaStreamCaptureMode mode = capture_mode_relax();
+    CUstreamCaptureMode mode = capture_mode_relax();
     symmpin_timing_read(e->timing, c, e->choice);
     capture_mode_restore(mode);
   }
@@ -853,7 +859,7 @@ void symmpin_engine_comm_abandon(symmpin_comm *c) {
   symmpin_timing_free(e->timing);
   e->timing = NULL;
   if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
-    (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
+    (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->first_ev));
   orders_free(e);
   engine_free_host(e);
 }
@@ -881,7 +887,7 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   symmpin_timing_free(e->timing);
   e->timing = NULL;
   if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
-    (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(e->first_ev));
+    (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->first_ev));
   orders_free(e);
   engine_free_host(e);
 }

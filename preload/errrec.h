@@ -2,7 +2,7 @@
  * them: a record is host-mapped memory that a communicator's kernels write and that two owners
  * hold -- the keep of the communicator's GPU resources (keep.h), until its kernels are done, and
  * the communicator's registry entry (comm.h), until no thread can read it through the entry any
- * more. The last owner puts it back for reuse: records are never freed (cudaFreeHost would
+ * more. The last owner puts it back for reuse: records are never freed (freeing host memory would
  * synchronize the device), and a handful serve any number of communicator lifetimes.
  *
  * Plain C: the registry (CPU-tested without CUDA) drops its reference here; keep.c allocates. */

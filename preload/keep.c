@@ -3,14 +3,14 @@
  * user-object destructors only touch an atomic). */
 #include "preload/keep.h"
 
-#include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
-#include "symmem/cuda_check.h"
+#include "driver/check.h"
 #include "symmem/devscope.h"
 
 struct symmpin_keep {
@@ -19,7 +19,7 @@ struct symmpin_keep {
   symmpin_errrec *err;
   _Atomic int graphs; /* graphs holding the keep (one user-object reference each) */
   bool graph_refused_logged;
-  cudaEvent_t *events; /* taken over at retire */
+  CUevent *events; /* taken over at retire */
   int nevents;
   symmpin_keep *next; /* on the retired list */
 };
@@ -31,24 +31,25 @@ static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- error records ---- */
 
-/* A record with two references: reused, or new (cudaHostAlloc; portable, since a record is
- * reused by communicators on any device). */
+/* A record with two references: reused, or new (host memory mapped into the device's address
+ * space; portable, since a record is reused by communicators on any device). */
 static symmpin_errrec *errrec_get(void) {
   symmpin_errrec *r = symmpin_errrec_reuse();
   if (r) return r;
   r = calloc(1, sizeof *r);
   if (!r) return NULL;
-  void *host = NULL, *dev = NULL;
-  if (SYMMPIN_CUDA_CHECK(cudaHostAlloc(&host, sizeof(symmpin_kernel_error),
-                                       cudaHostAllocMapped | cudaHostAllocPortable)) !=
-          cudaSuccess ||
-      SYMMPIN_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0)) != cudaSuccess) {
-    if (host) (void)SYMMPIN_CUDA_IGNORE(cudaFreeHost(host)); /* a record no kernel has seen */
+  void *host = NULL;
+  CUdeviceptr dev = 0;
+  if (SYMMPIN_CUDA_CHECK(symmpin_cu.MemHostAlloc(&host, sizeof(symmpin_kernel_error),
+                                                 CU_MEMHOSTALLOC_DEVICEMAP |
+                                                     CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS ||
+      SYMMPIN_CUDA_CHECK(symmpin_cu.MemHostGetDevicePointer(&dev, host, 0)) != CUDA_SUCCESS) {
+    if (host) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.MemFreeHost(host)); /* a record no kernel has seen */
     free(r);
     return NULL;
   }
   r->host = host;
-  r->dev = dev;
+  r->dev = (void *)(uintptr_t)dev;
   memset((void *)r->host, 0, sizeof *r->host);
   atomic_store(&r->refs, 2);
   return r;
@@ -75,28 +76,29 @@ symmpin_keep *symmpin_keep_new(symmpin_pool *pool, int device, symmpin_errrec **
 static void graph_gone(void *p) { atomic_fetch_sub(&((symmpin_keep *)p)->graphs, 1); }
 
 bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
-  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaGraph_t graph = NULL;
-  cudaUserObject_t obj = NULL;
-  bool ok = SYMMPIN_CUDA_CHECK(cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, NULL, &graph,
-                                                        NULL, NULL, NULL)) == cudaSuccess &&
-            status == cudaStreamCaptureStatusActive && graph;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = NULL;
+  CUuserObject obj = NULL;
+  bool ok = SYMMPIN_CUDA_CHECK(symmpin_cu.StreamGetCaptureInfo((CUstream)stream, &status, NULL,
+                                                              &graph, NULL, NULL)) ==
+                CUDA_SUCCESS &&
+            status == CU_STREAM_CAPTURE_STATUS_ACTIVE && graph;
   if (ok) {
     atomic_fetch_add(&k->graphs, 1);
-    if (SYMMPIN_CUDA_CHECK(cudaUserObjectCreate(&obj, k, graph_gone, 1,
-                                                cudaUserObjectNoDestructorSync)) != cudaSuccess) {
+    if (SYMMPIN_CUDA_CHECK(symmpin_cu.UserObjectCreate(&obj, k, graph_gone, 1,
+                                                CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)) != CUDA_SUCCESS) {
       atomic_fetch_sub(&k->graphs, 1);
       ok = false;
-    } else if (SYMMPIN_CUDA_CHECK(cudaGraphRetainUserObject(
-                   graph, obj, 1, cudaGraphUserObjectMove)) != cudaSuccess) {
+    } else if (SYMMPIN_CUDA_CHECK(symmpin_cu.GraphRetainUserObject(
+                   graph, obj, 1, CU_GRAPH_USER_OBJECT_MOVE)) != CUDA_SUCCESS) {
       /* its destructor gives the reference back */
-      (void)SYMMPIN_CUDA_IGNORE(cudaUserObjectRelease(obj, 1));
+      (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.UserObjectRelease(obj, 1));
       ok = false;
     }
   }
   if (!ok) {
     if (!k->graph_refused_logged)
-      SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (cudaUserObject): "
+      SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (a CUDA user object): "
                    "the captured all-reduce fails (its peers run symmpin's kernel for it)");
     k->graph_refused_logged = true;
   }
@@ -108,13 +110,13 @@ static bool keep_done(const symmpin_keep *k) {
   if (atomic_load(&k->graphs) != 0) return false;
   for (int i = 0; i < k->nevents; i++) {
     /* Another failure than "not ready": a broken context, where nothing runs any more. */
-    if (SYMMPIN_CUDA_QUERY(cudaEventQuery(k->events[i])) == cudaErrorNotReady) return false;
+    if (SYMMPIN_CUDA_QUERY(symmpin_cu.EventQuery(k->events[i])) == CUDA_ERROR_NOT_READY) return false;
   }
   return true;
 }
 
 static void keep_free(symmpin_keep *k) {
-  for (int i = 0; i < k->nevents; i++) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(k->events[i]));
+  for (int i = 0; i < k->nevents; i++) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(k->events[i]));
   free(k->events);
   symmpin_pool_destroy(k->pool);
   symmpin_errrec_put(k->err);
@@ -131,8 +133,8 @@ void symmpin_keep_retire(symmpin_keep *k, void *const *events, int n) {
     } else {
       /* No memory to remember the events: wait for them here rather than free under kernels. */
       for (int i = 0; i < n; i++) {
-        (void)SYMMPIN_CUDA_IGNORE(cudaEventSynchronize((cudaEvent_t)events[i]));
-        (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy((cudaEvent_t)events[i]));
+        (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventSynchronize((CUevent)events[i]));
+        (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy((CUevent)events[i]));
       }
     }
   }

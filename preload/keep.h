@@ -29,7 +29,7 @@ typedef struct symmpin_keep symmpin_keep;
 
 /* A keep for `pool` (may be NULL: taken over now, freed by the keep) of the communicator on
  * `device`, with a fresh error record (*err, two references: the caller passes one to the
- * communicator). NULL if no record can be had (cudaHostAlloc failed; logged). */
+ * communicator). NULL if no record can be had (the host allocation failed; logged). */
 symmpin_keep *symmpin_keep_new(symmpin_pool *pool, int device, symmpin_errrec **err);
 
 /* A graph being captured on `stream` holds the keep until the graph is gone. false (logged once
@@ -39,7 +39,7 @@ symmpin_keep *symmpin_keep_new(symmpin_pool *pool, int device, symmpin_errrec **
  * symmpin's kernel and NCCL could not pair it. */
 bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream);
 
-/* The communicator is done with the keep: `events` (n cudaEvent_t, recorded after its latest
+/* The communicator is done with the keep: `events` (n CUevent, recorded after its latest
  * eager kernels, possibly never recorded) are taken over and destroyed by the keep. Frees at once
  * when everything is done; else at a later drain. Safe on NULL. */
 void symmpin_keep_retire(symmpin_keep *k, void *const *events, int n);

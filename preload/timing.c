@@ -1,17 +1,16 @@
 /* Timing pairs (timing.h): CUDA event pairs around sampled all-reduces, read without waiting. */
 #include "preload/timing.h"
 
-#include <cuda_runtime.h>
 #include <stdlib.h>
 
 #include "common/invariant.h"
 #include "preload/config.h"
 #include "preload/stats.h"
-#include "symmem/cuda_check.h"
+#include "driver/check.h"
 #include "symmem/devscope.h"
 
 typedef struct timing_pair {
-  cudaEvent_t start, end; /* created on first use */
+  CUevent start, end; /* created on first use */
   uint64_t site;
   symmpin_plan_shape shape;
   bool redirected;
@@ -45,9 +44,9 @@ static int pair_start(symmpin_timing *timing, symmpin_comm *c, void *stream) {
     if (t->state != PAIR_FREE) continue;
     symmpin_devscope s; /* only sampled calls pay for the device switch */
     if (!device_enter(c, &s)) return -1;
-    bool ok = (t->start || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->start)) == cudaSuccess) &&
-              (t->end || SYMMPIN_CUDA_IGNORE(cudaEventCreate(&t->end)) == cudaSuccess) &&
-              SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->start, (cudaStream_t)stream)) == cudaSuccess;
+    bool ok = (t->start || SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&t->start, CU_EVENT_DEFAULT)) == CUDA_SUCCESS) &&
+              (t->end || SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&t->end, CU_EVENT_DEFAULT)) == CUDA_SUCCESS) &&
+              SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(t->start, (CUstream)stream)) == CUDA_SUCCESS;
     symmpin_devscope_leave(&s);
     if (!ok) return -1;
     *t = (timing_pair){.start = t->start, .end = t->end, .state = PAIR_STARTED};
@@ -99,7 +98,7 @@ void symmpin_timing_end(symmpin_timing *timing, int pair, void *stream, bool ok)
   SYMMPIN_ASSERT(pair < SYMMPIN_TIMING_PAIRS);
   if (pair < 0 || !timing || timing->pairs[pair].state != PAIR_STARTED) return;
   timing_pair *t = &timing->pairs[pair];
-  t->state = ok && SYMMPIN_CUDA_IGNORE(cudaEventRecord(t->end, (cudaStream_t)stream)) == cudaSuccess
+  t->state = ok && SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(t->end, (CUstream)stream)) == CUDA_SUCCESS
                  ? PAIR_ENDED
                  : PAIR_FREE;
 }
@@ -120,11 +119,11 @@ void symmpin_timing_read(symmpin_timing *timing, symmpin_comm *c, symmpin_choice
     timing_pair *t = &timing->pairs[timing->next++ % SYMMPIN_TIMING_PAIRS];
     if (t->state != PAIR_ENDED) continue;
     reads++;
-    cudaError_t q = SYMMPIN_CUDA_QUERY(cudaEventQuery(t->end));
-    if (q == cudaErrorNotReady) continue;
+    CUresult q = SYMMPIN_CUDA_QUERY(symmpin_cu.EventQuery(t->end));
+    if (q == CUDA_ERROR_NOT_READY) continue;
     float ms = 0;
-    if (q == cudaSuccess &&
-        SYMMPIN_CUDA_IGNORE(cudaEventElapsedTime(&ms, t->start, t->end)) == cudaSuccess) {
+    if (q == CUDA_SUCCESS &&
+        SYMMPIN_CUDA_IGNORE(symmpin_cu.EventElapsedTime(&ms, t->start, t->end)) == CUDA_SUCCESS) {
       if (t->for_stats) symmpin_stats_record_time(c->stats, t->site, t->redirected, ms * 1000.0);
       if (t->for_choice && t->group)
         symmpin_choice_group_add(choice, t->unit, t->redirected, ms * 1000.0);
@@ -138,8 +137,8 @@ void symmpin_timing_read(symmpin_timing *timing, symmpin_comm *c, symmpin_choice
 void symmpin_timing_free(symmpin_timing *timing) {
   if (!timing) return;
   for (int i = 0; i < SYMMPIN_TIMING_PAIRS; i++) { /* never blocks, also for pending events */
-    if (timing->pairs[i].start) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(timing->pairs[i].start));
-    if (timing->pairs[i].end) (void)SYMMPIN_CUDA_IGNORE(cudaEventDestroy(timing->pairs[i].end));
+    if (timing->pairs[i].start) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(timing->pairs[i].start));
+    if (timing->pairs[i].end) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(timing->pairs[i].end));
   }
   free(timing);
 }

@@ -4,7 +4,7 @@
  *   - the statistics (SYMMPIN_MEASURE: symmpin_stats_want_timing decides).
  * A sampled eager call is timed with a pair of CUDA events recorded around NCCL's call or
  * symmpin's kernel on the call's stream, on the communicator's device; a finished pair is read at
- * a later call (cudaEventQuery, never a wait). At most SYMMPIN_TIMING_PAIRS are in flight per
+ * a later call (an event query, never a wait). At most SYMMPIN_TIMING_PAIRS are in flight per
  * communicator: a call that finds none free is not sampled. Never inside a capture (the events
  * would become graph nodes). A call inside a group is not timed alone (NCCL runs a group's calls
  * at ncclGroupEnd): the choice times a whole group instead, from before its first call to after
@@ -47,7 +47,7 @@ int symmpin_timing_group_start(symmpin_timing **timing, symmpin_comm *c, void *s
 void symmpin_timing_group_end(symmpin_timing *timing, const symmpin_comm *c, int pair, void *stream,
                               uint64_t sig, bool redirected, bool ok);
 /* Read up to SYMMPIN_TIMING_READS_PER_CALL finished pairs into the statistics and the choice.
- * Never from a capturing call, and with the capture mode relaxed (cudaEventQuery is "unsafe"
+ * Never from a capturing call, and with the capture mode relaxed (an event query is "unsafe"
  * while another thread captures in global mode): the caller's part. Safe on NULL. */
 void symmpin_timing_read(symmpin_timing *timing, symmpin_comm *c, symmpin_choice *choice);
 /* Destroy the events (never blocks, also for pairs still in flight) and free. Safe on NULL. */

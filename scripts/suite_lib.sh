@@ -90,7 +90,9 @@ bounded_run() {
 
 # outcome_of LOG RC: finished | hung-after-results | hung-before-results | failed.
 # Hung after its results: stopped after every rank printed them (by bounded_run, or by a C app's
-# own launcher, which then exits 3), with no rank failing otherwise.
+# own launcher, which then exits 3), with no rank failing otherwise. RC is then how the launcher
+# ends on that stop: 3 (a C app's launcher), 124, 137 or 143 (timeout, KILL, TERM), or torchrun's
+# own end when bounded_run stopped it (torchrun_stopped).
 outcome_of() {
   local log=$1 rc=$2
   if grep -q 'hung before its results' "$log"; then
@@ -98,17 +100,30 @@ outcome_of() {
   elif [ "$rc" -eq 0 ]; then
     echo finished
   elif grep -q 'hung after its results' "$log" &&
-       ! grep -qE 'exited abnormally|stopped: still running|could not be started' "$log" &&
-       case $rc in 3 | 124 | 137 | 143) true ;; *) false ;; esac; then
+       ! grep -qE 'exited abnormally|stopped: still running|could not be started|ChildFailedError' "$log" &&
+       { case $rc in 3 | 124 | 137 | 143) true ;; *) false ;; esac || torchrun_stopped "$log" "$rc"; }; then
     echo hung-after-results
   else
     echo failed
   fi
 }
 
+# torchrun_stopped LOG RC: whether RC 1 is torchrun's answer to bounded_run's stop after every
+# rank's results. torchrun turns a TERM into a SignalException: it stops its workers, prints the
+# traceback ("...SignalException: Process P got signal: 15") and exits 1, not by the signal. So
+# NCCL's own teardown hang under torchrun (tp_decode_compile: ranks sharing a GPU, a captured graph
+# alive) reads as that hang, not as a failed run. A rank that failed shows as ChildFailedError
+# (outcome_of), and a run that bounded_run did not stop is not this.
+torchrun_stopped() {
+  [ "$2" -eq 1 ] && grep -q '^run: hung after its results' "$1" &&
+    grep -qE 'SignalException: Process [0-9]+ got signal: (15|SIGTERM|Signals\.SIGTERM)' "$1"
+}
+
 # teardown_verdict NCCL_OUTCOME SYMMPIN_OUTCOME: prints a note where there is one; 0 = pass.
 # A hang that only the symmpin run shows is a failure; NCCL's own teardown hang (seen with ranks on
-# one GPU over sockets) is not symmpin's, and a clean symmpin run where NCCL alone hung is fine.
+# one GPU over sockets, and under torchrun with a captured graph alive: ../shared/device-notes.md)
+# is not symmpin's, and a clean symmpin run where NCCL alone hung is fine. The step's result lines
+# are compared all the same (judge_pair): a difference of symmpin's run fails it.
 teardown_verdict() {
   case "$1/$2" in
   finished/finished) return 0 ;;

@@ -218,19 +218,25 @@ s_mixed_hosts() { # 4 ranks on 2 "hosts" of 2: the world communicator stays on N
   stats_check redirected --nranks 2 --count 4 "$OUT"/logs/mixed-hosts.stats.*.json || rc=1
   # Why the world communicator stays on NCCL, in the log: on each host, a rank that finds a peer
   # missing from the host's board says "on another host" and fails the agreement for the host;
-  # every rank then says its agreements stop (one line each). Which rank of a host finds it
-  # first is a race, so: 4 "no more plan agreements" lines from 4 processes, and 2 or more
-  # "on another host" lines from different processes (at least one per host).
-  local log="$OUT/logs/mixed-hosts.symmpin.out" stops stop_pids elsewhere elsewhere_pids
-  local stop_re="comm 0 rank [0-9]+/4: no more plan agreements on this communicator: ranks on several hosts"
+  # every rank then says its agreements stop (one line each), naming the cause: ranks on several
+  # hosts, and a rank missing from its host's board, which must be one of the other host (hosts
+  # are blocks of 2: rank r on host r / 2). Which rank of a host finds it first is a race, so: 4
+  # "no more plan agreements" lines from 4 processes, each naming a rank of the other host, and 2
+  # or more "on another host" lines from different processes (at least one per host).
+  local log="$OUT/logs/mixed-hosts.symmpin.out" stops stop_pids named elsewhere elsewhere_pids
+  local stop_re="comm 0 rank [0-9]+/4: no more plan agreements on this communicator: ranks on several hosts: rank [0-9]+ is missing from this host's board"
   local elsewhere_re="comm 0 rank [0-9]+: rank [0-9]+ has not opened this host's board.*it is on another host"
   stops=$(grep -cE "$stop_re" "$log")
   stop_pids=$(grep -E "$stop_re" "$log" | awk -F: '{print $2}' | sort -u | wc -l)
+  named=$(grep -oE "$stop_re" "$log" | sed -E 's#^comm 0 rank ([0-9]+)/4: .* rank ([0-9]+) is missing.*#\1 \2#' |
+    awk 'int($1 / 2) != int($2 / 2) {n++} END {print n + 0}')
   elsewhere=$(grep -cE "$elsewhere_re" "$log")
   elsewhere_pids=$(grep -E "$elsewhere_re" "$log" | awk -F: '{print $2}' | sort -u | wc -l)
-  echo "= world communicator: 'no more plan agreements' INFO lines: $stops, from $stop_pids processes" \
-    "(want 4, one each); 'on another host': $elsewhere, from $elsewhere_pids processes (want 2 or more)"
-  [ "$stops" -eq 4 ] && [ "$stop_pids" -eq 4 ] && [ "$elsewhere" -ge 2 ] && [ "$elsewhere_pids" -eq "$elsewhere" ] || rc=1
+  echo "= world communicator: 'no more plan agreements ... ranks on several hosts: rank R is missing" \
+    "from this host's board' INFO lines: $stops, from $stop_pids processes, $named naming a rank of" \
+    "the other host (want 4, one each); 'on another host': $elsewhere, from $elsewhere_pids processes (want 2 or more)"
+  [ "$stops" -eq 4 ] && [ "$stop_pids" -eq 4 ] && [ "$named" -eq 4 ] && [ "$elsewhere" -ge 2 ] &&
+    [ "$elsewhere_pids" -eq "$elsewhere" ] || rc=1
   if grep -h "^run: left in" "$OUT/logs/mixed-hosts.symmpin.out" | grep -q symmpin; then echo "= symmpin left files behind"; rc=1; fi
   return $rc
 }

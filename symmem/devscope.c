@@ -1,75 +1,72 @@
 /* Device scopes (devscope.h). */
 #include "symmem/devscope.h"
 
-#include <cuda.h>
-#include <cuda_runtime_api.h>
 #include <pthread.h>
 
-#include "symmem/cuda_check.h"
+#include "driver/check.h"
 
-static CUresult (*get_current)(CUcontext *);
-static CUresult (*set_current)(CUcontext);
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Each device's primary context, retained once per process and never released, as the CUDA
+ * runtime does: releasing it could destroy the context that holds symmpin's mappings while a
+ * peer still uses them. The program's runtime retains the same context for its cudaSetDevice. */
+#define DEVSCOPE_MAX_DEVICES 64
+static CUcontext primary[DEVSCOPE_MAX_DEVICES];
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void resolve(void) {
-  enum cudaDriverEntryPointQueryResult q;
-  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
-          "cuCtxGetCurrent", (void **)&get_current, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess)
-    get_current = NULL;
-  if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
-          "cuCtxSetCurrent", (void **)&set_current, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess)
-    set_current = NULL;
+static CUresult primary_context(int device, CUcontext *ctx) {
+  if (device < 0 || device >= DEVSCOPE_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&primary_lock);
+  CUresult e = CUDA_SUCCESS;
+  if (!primary[device]) {
+    CUdevice dev;
+    e = SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceGet(&dev, device));
+    if (e == CUDA_SUCCESS) e = SYMMPIN_CUDA_IGNORE(symmpin_cu.DevicePrimaryCtxRetain(&primary[device], dev));
+    if (e != CUDA_SUCCESS) primary[device] = NULL;
+  }
+  *ctx = primary[device];
+  pthread_mutex_unlock(&primary_lock);
+  return e;
 }
 
-/* Only the runtime unloading means "the process is exiting": a destroyed context elsewhere is
- * an error of this call, not a reason to treat the device as gone. */
-static bool gone(cudaError_t e) { return e == cudaErrorCudartUnloading; }
-
 symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *runtime_gone) {
-  pthread_once(&once, resolve);
   if (runtime_gone) *runtime_gone = false;
-  /* Relaxed first, whatever follows: even a failed scope's caller may query events. */
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
-  s->prev_mode = (int)m;
   s->prev_ctx = NULL;
-  s->prev_device = -1;
+  s->prev_mode = (int)CU_STREAM_CAPTURE_MODE_RELAXED;
   s->switched = false;
-  bool ctx_api = get_current && set_current;
-  CUcontext ctx = NULL;
-  if (ctx_api && get_current(&ctx) != CUDA_SUCCESS) ctx = NULL;
-  int cur = -1;
-  /* Without a context, cudaGetDevice still answers (0): compare only when there is one (or when
-   * the driver's context functions are missing: then the device is restored by number). */
-  cudaError_t e = ctx || !ctx_api ? SYMMPIN_CUDA_IGNORE(cudaGetDevice(&cur)) : cudaSuccess;
-  if (e == cudaSuccess && (!ctx_api ? cur != device : !ctx || cur != device)) {
-    e = SYMMPIN_CUDA_IGNORE(cudaSetDevice(device));
-    s->switched = e == cudaSuccess;
+  if (!symmpin_cu_usable()) return SYMMPIN_ERR_CUDA;
+  /* Relaxed first, whatever follows: even a failed scope's caller may query events. */
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.ThreadExchangeStreamCaptureMode(&m));
+  s->prev_mode = (int)m;
+  CUcontext cur = NULL;
+  CUresult e = SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxGetCurrent(&cur));
+  CUdevice cur_dev = -1;
+  if (e == CUDA_SUCCESS && cur) e = SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxGetDevice(&cur_dev));
+  CUcontext want = NULL;
+  /* The device's primary context, unless the thread has it current already (a program's
+   * own context on that device counts: its allocations and streams live there). */
+  if (e == CUDA_SUCCESS && (!cur || cur_dev != device)) {
+    e = primary_context(device, &want);
+    if (e == CUDA_SUCCESS) e = SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxSetCurrent(want));
+    s->switched = e == CUDA_SUCCESS;
   }
-  if (e != cudaSuccess) {
-    if (runtime_gone) *runtime_gone = gone(e);
+  if (e != CUDA_SUCCESS) {
+    /* Only the driver shutting down means "the process is exiting". */
+    if (runtime_gone) *runtime_gone = e == CUDA_ERROR_DEINITIALIZED;
     s->switched = false;
     return SYMMPIN_ERR_CUDA;
   }
-  s->prev_ctx = ctx;
-  s->prev_device = cur;
+  s->prev_ctx = cur;
   return SYMMPIN_OK;
 }
 
 void symmpin_devscope_leave(symmpin_devscope *s) {
-  if (s->switched) {
-    if (get_current && set_current)
-      (void)set_current((CUcontext)s->prev_ctx);
-    else if (s->prev_device >= 0)
-      (void)SYMMPIN_CUDA_IGNORE(cudaSetDevice(s->prev_device));
-  }
-  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)s->prev_mode;
-  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
+  if (s->switched) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxSetCurrent((CUcontext)s->prev_ctx));
+  CUstreamCaptureMode m = (CUstreamCaptureMode)s->prev_mode;
+  (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.ThreadExchangeStreamCaptureMode(&m));
 }
 
 void symmpin_devscope_abandon(symmpin_devscope *s) {
-  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)s->prev_mode;
-  (void)SYMMPIN_CUDA_IGNORE(cudaThreadExchangeStreamCaptureMode(&m));
+  if (!symmpin_cu_usable()) return;
+  CUstreamCaptureMode m = (CUstreamCaptureMode)s->prev_mode;
+  (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.ThreadExchangeStreamCaptureMode(&m));
 }

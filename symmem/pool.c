@@ -13,12 +13,10 @@
  * thread's stream-capture mode exchanged to relaxed: another thread of the program may be capturing
  * a CUDA graph in global mode, and symmpin's own allocation must neither fail nor invalidate it.
  * Zeroing goes through a private non-blocking stream for the same reason (no implicit sync with
- * the program's streams). The driver's functions come from cudaGetDriverEntryPointByVersion: no
- * link against libcuda, and none of them is a function libsymmpin wraps. */
+ * the program's streams). Every CUDA call goes to the driver (driver/cu.h): none of them is a
+ * function libsymmpin wraps. */
 #include "symmem/pool.h"
 
-#include <cuda.h>
-#include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,7 +27,7 @@
 
 #include "common/invariant.h"
 #include "common/log.h"
-#include "symmem/cuda_check.h"
+#include "driver/check.h"
 #include "symmem/devscope.h"
 #include "symmem/fdpass.h"
 
@@ -75,66 +73,6 @@ struct symmpin_pool {
   size_t announced;   /* bytes the last reserve exported (0: an empty record) */
 };
 
-/* ---- the driver's VMM functions ----------------------------------------------------------- */
-
-typedef struct pool_driver {
-  CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                     unsigned long long);
-  CUresult (*release)(CUmemGenericAllocationHandle);
-  CUresult (*address_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-  CUresult (*address_free)(CUdeviceptr, size_t);
-  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-  CUresult (*unmap)(CUdeviceptr, size_t);
-  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-  CUresult (*export_fd)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
-                        unsigned long long);
-  CUresult (*import_fd)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
-  CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
-  CUresult (*device_get)(CUdevice *, int);
-  CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice);
-} pool_driver;
-
-static pool_driver drv;
-static bool drv_ok;
-static const char *drv_missing; /* the first function the driver lacks */
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
-
-static void drv_resolve(void) {
-  struct {
-    const char *name;
-    void **fn;
-  } want[] = {
-      {"cuMemCreate", (void **)&drv.create},
-      {"cuMemRelease", (void **)&drv.release},
-      {"cuMemAddressReserve", (void **)&drv.address_reserve},
-      {"cuMemAddressFree", (void **)&drv.address_free},
-      {"cuMemMap", (void **)&drv.map},
-      {"cuMemUnmap", (void **)&drv.unmap},
-      {"cuMemSetAccess", (void **)&drv.set_access},
-      {"cuMemExportToShareableHandle", (void **)&drv.export_fd},
-      {"cuMemImportFromShareableHandle", (void **)&drv.import_fd},
-      {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
-      {"cuDeviceGet", (void **)&drv.device_get},
-      {"cuDeviceGetAttribute", (void **)&drv.device_attribute},
-  };
-  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
-    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    /* 12000: the ABI of these functions since CUDA 12.0 (unchanged since 10.2). */
-    if (SYMMPIN_CUDA_IGNORE(cudaGetDriverEntryPointByVersion(
-            want[i].name, want[i].fn, 12000, cudaEnableDefault, &q)) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !*want[i].fn) {
-      drv_missing = want[i].name; /* symmpin_pool_device_check says so, once per communicator */
-      return;
-    }
-  }
-  drv_ok = true;
-}
-
-static bool drv_get(void) {
-  pthread_once(&drv_once, drv_resolve);
-  return drv_ok;
-}
-
 /* ---- process identity ------------------------------------------------------------------- */
 
 /* Random per process, so that "same pid" in two pid namespaces (containers sharing /dev/shm) is
@@ -146,25 +84,28 @@ static bool pool_uuid_known;
 static int pool_uuid_count;
 static uint8_t pool_uuids[POOL_MAX_DEVICES][16];
 
-/* The UUID of every device this process sees, read once (cudaGetDeviceProperties is slow). */
+/* The UUID of every device this process sees, read once. */
 static symmpin_status pool_uuid_table(int *count, const uint8_t (**uuids)[16]) {
   symmpin_status st = SYMMPIN_OK;
   pthread_mutex_lock(&pool_uuid_lock);
   if (!pool_uuid_known) {
     int n = 0;
-    if (SYMMPIN_CUDA_CHECK(cudaGetDeviceCount(&n)) != cudaSuccess) {
+    /* Without a usable driver the table is all NULL: no device to name (the banner said why). */
+    if (!symmpin_cu_usable() || SYMMPIN_CUDA_CHECK(symmpin_cu.DeviceGetCount(&n)) != CUDA_SUCCESS) {
       st = SYMMPIN_ERR_CUDA;
       goto out;
     }
     if (n > POOL_MAX_DEVICES) n = POOL_MAX_DEVICES;
     for (int d = 0; d < n; d++) {
-      struct cudaDeviceProp prop;
-      if (SYMMPIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, d)) != cudaSuccess) {
+      CUdevice dev;
+      CUuuid uuid;
+      if (SYMMPIN_CUDA_CHECK(symmpin_cu.DeviceGet(&dev, d)) != CUDA_SUCCESS ||
+          SYMMPIN_CUDA_CHECK(symmpin_cu.DeviceGetUuid(&uuid, dev)) != CUDA_SUCCESS) {
         SYMMPIN_WARN("pool: the properties of device %d cannot be read", d);
         st = SYMMPIN_ERR_CUDA;
         goto out;
       }
-      memcpy(pool_uuids[d], prop.uuid.bytes, 16);
+      memcpy(pool_uuids[d], uuid.bytes, 16);
     }
     pool_uuid_count = n;
     pool_uuid_known = true;
@@ -235,30 +176,30 @@ static CUmemAllocationProp pool_prop(int device) {
 static symmpin_status pool_map(const symmpin_pool *p, CUmemGenericAllocationHandle handle,
                                size_t alloc, void **out) {
   CUdeviceptr va = 0;
-  if (!pool_drv_ok(p, drv.address_reserve(&va, alloc, 0, 0, 0), "cuMemAddressReserve"))
+  if (!pool_drv_ok(p, symmpin_cu.MemAddressReserve(&va, alloc, 0, 0, 0), "cuMemAddressReserve"))
     return SYMMPIN_ERR_CUDA;
-  if (!pool_drv_ok(p, drv.map(va, alloc, 0, handle, 0), "cuMemMap")) goto fail_va;
+  if (!pool_drv_ok(p, symmpin_cu.MemMap(va, alloc, 0, handle, 0), "cuMemMap")) goto fail_va;
   CUmemAccessDesc access;
   memset(&access, 0, sizeof(access));
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = p->device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   /* Fails where the pool's device cannot reach the memory's (no P2P). */
-  if (!pool_drv_ok(p, drv.set_access(va, alloc, &access, 1), "cuMemSetAccess")) goto fail_map;
+  if (!pool_drv_ok(p, symmpin_cu.MemSetAccess(va, alloc, &access, 1), "cuMemSetAccess")) goto fail_map;
   *out = (void *)(uintptr_t)va;
   return SYMMPIN_OK;
 fail_map:
-  (void)drv.unmap(va, alloc);
+  (void)symmpin_cu.MemUnmap(va, alloc);
 fail_va:
-  (void)drv.address_free(va, alloc);
+  (void)symmpin_cu.MemAddressFree(va, alloc);
   return SYMMPIN_ERR_CUDA;
 }
 
 static void pool_unmap(const symmpin_pool *p, void *ptr, size_t alloc) {
   if (!ptr) return;
   CUdeviceptr va = (CUdeviceptr)(uintptr_t)ptr;
-  pool_drv_ok(p, drv.unmap(va, alloc), "cuMemUnmap");
-  pool_drv_ok(p, drv.address_free(va, alloc), "cuMemAddressFree");
+  pool_drv_ok(p, symmpin_cu.MemUnmap(va, alloc), "cuMemUnmap");
+  pool_drv_ok(p, symmpin_cu.MemAddressFree(va, alloc), "cuMemAddressFree");
 }
 
 /* Unmaps this rank's mappings of its peers' chunks. */
@@ -276,7 +217,7 @@ static void pool_chunk_release_own(symmpin_pool *p, pool_chunk *c) {
   c->offer = 0;
   pool_unmap(p, c->local, c->alloc);
   c->local = NULL;
-  if (c->handle) pool_drv_ok(p, drv.release((CUmemGenericAllocationHandle)c->handle), "cuMemRelease");
+  if (c->handle) pool_drv_ok(p, symmpin_cu.MemRelease((CUmemGenericAllocationHandle)c->handle), "cuMemRelease");
   c->handle = 0;
 }
 
@@ -307,7 +248,7 @@ static void pool_chunk_free_host(pool_chunk *c) {
 
 void symmpin_pool_destroy(symmpin_pool *p) {
   if (!p) return;
-  if ((p->nchunks > 0 || p->has_pending) && drv_get()) {
+  if ((p->nchunks > 0 || p->has_pending) && symmpin_cu_usable()) {
     pool_scope s;
     bool gone = false;
     bool entered = pool_scope_enter_gone(p, &s, &gone) == SYMMPIN_OK;
@@ -365,13 +306,14 @@ static symmpin_status pool_own_uuid(int device, uint8_t uuid[16]) {
 
 /* Zeroes a fresh chunk: kernels rely on zeroed flags in fresh slots. */
 static symmpin_status pool_zero(const symmpin_pool *p, void *ptr, size_t bytes) {
-  cudaStream_t stream = NULL;
+  CUstream stream = NULL;
   bool ok =
-      SYMMPIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) == cudaSuccess;
+      SYMMPIN_CUDA_CHECK(symmpin_cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS;
   if (ok) {
-    ok = SYMMPIN_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream)) == cudaSuccess &&
-         SYMMPIN_CUDA_CHECK(cudaStreamSynchronize(stream)) == cudaSuccess;
-    (void)SYMMPIN_CUDA_CHECK(cudaStreamDestroy(stream));
+    ok = SYMMPIN_CUDA_CHECK(symmpin_cu.MemsetD8Async((CUdeviceptr)ptr, 0, bytes, stream)) ==
+             CUDA_SUCCESS &&
+         SYMMPIN_CUDA_CHECK(symmpin_cu.StreamSynchronize(stream)) == CUDA_SUCCESS;
+    (void)SYMMPIN_CUDA_CHECK(symmpin_cu.StreamDestroy(stream));
   }
   if (!ok)
     SYMMPIN_WARN("pool of rank %d: a fresh chunk on device %d cannot be zeroed", p->rank,
@@ -404,7 +346,7 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
   CUmemGenericAllocationHandle h = 0;
   char what[64];
   snprintf(what, sizeof(what), "cuMemCreate of %zu bytes", alloc);
-  if (!pool_drv_ok(p, drv.create(&h, alloc, &prop, 0), what)) return SYMMPIN_ERR_CUDA;
+  if (!pool_drv_ok(p, symmpin_cu.MemCreate(&h, alloc, &prop, 0), what)) return SYMMPIN_ERR_CUDA;
   c->handle = (uint64_t)h;
   c->alloc = alloc;
   symmpin_status st = pool_map(p, h, alloc, &c->local);
@@ -413,7 +355,7 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
   pthread_once(&export_atfork_once, export_atfork_install);
   pthread_mutex_lock(&export_lock); /* no fork until the descriptor is close-on-exec (above) */
   if (st == SYMMPIN_OK &&
-      !pool_drv_ok(p, drv.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+      !pool_drv_ok(p, symmpin_cu.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
                    "cuMemExportToShareableHandle"))
     st = SYMMPIN_ERR_CUDA;
   if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -429,7 +371,7 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
 static size_t pool_alloc_size(const symmpin_pool *p, size_t want) {
   CUmemAllocationProp prop = pool_prop(p->device);
   size_t g = 0;
-  if (!pool_drv_ok(p, drv.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+  if (!pool_drv_ok(p, symmpin_cu.MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                    "cuMemGetAllocationGranularity") ||
       g == 0)
     return 0;
@@ -458,7 +400,7 @@ symmpin_status symmpin_pool_reserve(symmpin_pool *p, size_t bytes, void *export_
     memcpy(export_rec, &rec, sizeof(rec));
     return SYMMPIN_OK;
   }
-  if (!drv_get()) return SYMMPIN_ERR_UNSUPPORTED;
+  if (!symmpin_cu_usable()) return SYMMPIN_ERR_UNSUPPORTED;
   /* The chunk covers exactly [size, bytes): the next chunk starts where the planner's pool ended,
    * so a slot the planner appends at the old end lies inside the new chunk. Only the allocation
    * is rounded up (its tail is never addressed through the pool). */
@@ -545,11 +487,11 @@ static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const
   char what[64];
   snprintf(what, sizeof(what), "cuMemImportFromShareableHandle (rank %d)", r);
   bool ok = pool_drv_ok(
-      p, drv.import_fd(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), what);
+      p, symmpin_cu.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), what);
   close(fd);
   if (!ok) return SYMMPIN_ERR_CUDA;
   st = pool_map(p, h, c->alloc, &c->peer[r]);
-  pool_drv_ok(p, drv.release(h), "cuMemRelease"); /* the mapping holds the memory */
+  pool_drv_ok(p, symmpin_cu.MemRelease(h), "cuMemRelease"); /* the mapping holds the memory */
   return st;
 }
 
@@ -699,18 +641,16 @@ bool symmpin_pool_contains(const symmpin_pool *p, const void *addr, size_t *offs
 
 symmpin_status symmpin_pool_device_check(int device, char *why, size_t why_len) {
   if (why && why_len) why[0] = '\0';
-  if (!drv_get()) {
-    if (why && why_len)
-      snprintf(why, why_len, "the CUDA driver has no %s (virtual memory API)",
-               drv_missing ? drv_missing : "virtual memory API");
+  if (!symmpin_cu_usable()) {
+    if (why && why_len) snprintf(why, why_len, "%s", symmpin_cu_open()->why);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   CUdevice dev;
   int vmm = 0, fd = 0;
-  if (drv.device_get(&dev, device) != CUDA_SUCCESS ||
-      drv.device_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) !=
+  if (symmpin_cu.DeviceGet(&dev, device) != CUDA_SUCCESS ||
+      symmpin_cu.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) !=
           CUDA_SUCCESS ||
-      drv.device_attribute(&fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+      symmpin_cu.DeviceGetAttribute(&fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                            dev) != CUDA_SUCCESS) {
     if (why && why_len) snprintf(why, why_len, "device %d: its attributes cannot be read", device);
     return SYMMPIN_ERR_UNSUPPORTED;
@@ -728,7 +668,11 @@ symmpin_status symmpin_pool_device_check(int device, char *why, size_t why_len) 
 bool symmpin_pool_p2p_ok(int device_a, int device_b) {
   if (device_a == device_b) return true;
   int can = 0;
-  if (SYMMPIN_CUDA_IGNORE(cudaDeviceCanAccessPeer(&can, device_a, device_b)) != cudaSuccess)
+  CUdevice a, b;
+  if (!symmpin_cu_usable() ||
+      SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceGet(&a, device_a)) != CUDA_SUCCESS ||
+      SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceGet(&b, device_b)) != CUDA_SUCCESS ||
+      SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceCanAccessPeer(&can, a, b)) != CUDA_SUCCESS)
     return false;
   return can != 0;
 }

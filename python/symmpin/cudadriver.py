@@ -1,6 +1,8 @@
 """The CUDA driver API through ctypes, for `symmpin doctor`: only libcuda.so.1 (the driver's own
 library), so it works where there is no CUDA toolkit and no CUDA runtime. Nothing here makes a
-context or allocates memory: cuInit, then attribute and peer queries.
+context or allocates memory: cuInit, then attribute and peer queries. Every function is taken the
+way libsymmpin takes it (driver/cu.h): cuGetProcAddress_v2 at the CUDA 12.0 ABI, so the doctor
+sees the driver as the library will.
 
 The attribute numbers are CUdevice_attribute's (cuda.h, CUDA 13.0).
 """
@@ -13,11 +15,24 @@ ATTR_VMM = 102  # CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
 ATTR_POSIX_FD = 103  # CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
 ATTR_MULTICAST = 132  # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (information only)
 
-# The driver functions symmem/pool.c looks up for the pools (cudaGetDriverEntryPointByVersion):
-# a driver that lacks one keeps every communicator on NCCL.
-VMM_FUNCTIONS = ("cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
-                 "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemExportToShareableHandle",
-                 "cuMemImportFromShareableHandle", "cuMemGetAllocationGranularity")
+# The driver functions libsymmpin takes (driver/cu.h's SYMMPIN_CU_FUNCTIONS, in its order; the
+# CPU test tests/python/test_cudadriver.py holds the two lists together), each asked for as CUDA
+# 12.0 defined it (CU_ABI) through cuGetProcAddress_v2: a driver that does not give one keeps
+# every communicator on NCCL.
+CU_ABI = 12000
+CU_FUNCTIONS = (
+    "cuGetErrorName", "cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute",
+    "cuDeviceGetName", "cuDeviceGetUuid", "cuDeviceCanAccessPeer", "cuDevicePrimaryCtxRetain",
+    "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuStreamGetCaptureInfo",
+    "cuThreadExchangeStreamCaptureMode", "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize",
+    "cuStreamWaitEvent", "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord",
+    "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuMemHostAlloc", "cuMemFreeHost",
+    "cuMemHostGetDevicePointer", "cuMemsetD8Async", "cuUserObjectCreate", "cuUserObjectRelease",
+    "cuGraphRetainUserObject", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetAttribute",
+    "cuLaunchKernelEx", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
+    "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemExportToShareableHandle",
+    "cuMemImportFromShareableHandle", "cuMemGetAllocationGranularity")
+_LEGACY_STREAM = 1  # CU_GET_PROC_ADDRESS_LEGACY_STREAM
 
 
 class DriverError(Exception):
@@ -29,6 +44,11 @@ class Driver:
 
     def __init__(self, lib):
         self._lib = lib
+        self._fns = {}
+        try:
+            self._get = lib.cuGetProcAddress_v2
+        except AttributeError:
+            self._get = None
 
     @classmethod
     def load(cls, name="libcuda.so.1"):
@@ -38,17 +58,42 @@ class Driver:
         except OSError as e:
             raise DriverError(f"{name} cannot be loaded: {e}") from None
 
+    def has_get_proc_address(self):
+        """Whether the driver has cuGetProcAddress_v2 (CUDA 12.0, r525, and newer)."""
+        return self._get is not None
+
+    def _function(self, fn):
+        """`fn` as the driver gives it at CU_ABI, or None."""
+        if fn in self._fns:
+            return self._fns[fn]
+        ptr = ctypes.c_void_p()
+        status = ctypes.c_int(-1)
+        found = None
+        if self._get is not None:
+            rc = self._get(fn.encode(), ctypes.byref(ptr), ctypes.c_int(CU_ABI),
+                           ctypes.c_uint64(_LEGACY_STREAM), ctypes.byref(status))
+            if rc == 0 and status.value == 0 and ptr.value:
+                found = ctypes.CFUNCTYPE(ctypes.c_int)(ptr.value)
+        self._fns[fn] = found
+        return found
+
+    def has_function(self, fn):
+        return self._function(fn) is not None
+
     def _error_name(self, rc):
         s = ctypes.c_char_p()
-        try:
-            if self._lib.cuGetErrorName(rc, ctypes.byref(s)) == 0 and s.value:
-                return s.value.decode()
-        except AttributeError:
-            pass
+        f = self._function("cuGetErrorName")
+        if f is not None and f(ctypes.c_int(rc), ctypes.byref(s)) == 0 and s.value:
+            return s.value.decode()
         return f"error {rc}"
 
     def _call(self, fn, *args):
-        rc = getattr(self._lib, fn)(*args)
+        """Call `fn` (ctypes arguments, which the prototype passes on as they are)."""
+        f = self._function(fn)
+        if f is None:
+            raise DriverError(f"the driver does not give {fn} at the CUDA 12.0 ABI"
+                              + ("" if self._get else " (it has no cuGetProcAddress_v2)"))
+        rc = f(*args)
         if rc != 0:
             raise DriverError(f"{fn} failed: {self._error_name(rc)}")
 
@@ -56,9 +101,15 @@ class Driver:
         self._call("cuInit", ctypes.c_uint(0))
 
     def version(self):
-        """The CUDA version the driver supports, as CUDA writes it: 13000 = 13.0."""
+        """The CUDA version the driver supports, as CUDA writes it: 13000 = 13.0 (found directly,
+        as libsymmpin does: it says whether the rest can be asked at all)."""
         v = ctypes.c_int()
-        self._call("cuDriverGetVersion", ctypes.byref(v))
+        try:
+            rc = self._lib.cuDriverGetVersion(ctypes.byref(v))
+        except AttributeError:
+            raise DriverError("the driver has no cuDriverGetVersion") from None
+        if rc != 0:
+            raise DriverError(f"cuDriverGetVersion failed: error {rc}")
         return v.value
 
     def device_count(self):
@@ -86,10 +137,3 @@ class Driver:
         v = ctypes.c_int()
         self._call("cuDeviceCanAccessPeer", ctypes.byref(v), self._device(a), self._device(b))
         return v.value != 0
-
-    def has_function(self, fn):
-        try:
-            getattr(self._lib, fn)
-            return True
-        except AttributeError:
-            return False

@@ -4,6 +4,9 @@ judge(facts) turns the facts of symmpin.facts into checks and one verdict; it is
 feed it made-up machines. Each check is {"name", "status", "summary", "details"}: status "ok",
 "info" (worth knowing, changes nothing), "warn" (some communicators or results change) or "fail"
 (symmpin stays out: every all-reduce goes to NCCL). The verdict redirects only without a "fail".
+One GPU that runs the kernels is a "warn", not a "fail": symmpin serves ranks sharing it, but has
+nothing to speed up there (its gain needs communicators across 2 or more GPUs); the verdict
+redirects and says so.
 What each check says symmpin does is what the library does (docs/compatibility.md): the library
 checks a GPU's code, its VMM and POSIX-fd export, P2P between every pair of a communicator's GPUs,
 and NCCL's version itself, and stays on NCCL where one fails.
@@ -16,6 +19,9 @@ SHM_LOW_BYTES = 64 << 20  # a margin, not a measured need: a board is a few MiB 
 MIN_CC = 80  # kernels/select.h: SYMMPIN_KERNEL_MIN_CC
 TRUE_WORDS = ("1", "yes", "on", "true")
 REDIRECT_LINE = "will redirect all-reduces of communicators within this machine"
+# What a machine with one usable GPU gets: symmpin is active, but speeds up nothing.
+NOTHING_TO_GAIN = ("nothing to speed up between GPUs: ranks sharing it are served, but gain "
+                   "nothing (they take turns on it)")
 
 
 def check(name, status, summary, **details):
@@ -53,7 +59,7 @@ def _version_text(v):
     return ".".join(str(x) for x in v) if v else "version unknown"
 
 
-def judge_target(t, cuda_major):
+def judge_target(t):
     """The CUDA runtime and NCCL of the Python environment or program asked about."""
     libs = t.get("libraries") or []
     cudarts = [e for e in libs if e.get("kind") == "cudart"]
@@ -64,11 +70,7 @@ def judge_target(t, cuda_major):
     if cudarts:
         parts.append("CUDA runtime " + ", ".join(
             f"{_version_text(e.get('version'))} ({e['path']})" for e in cudarts))
-        majors = {e["version"][0] for e in cudarts if e.get("version")}
-        if majors and majors != {cuda_major}:
-            # symmpin carries its own runtime (linked in): the program keeps its own, any major.
-            parts.append(f"symmpin's own CUDA {cuda_major} runtime runs beside it "
-                         "(docs/compatibility.md, CUDA)")
+        # symmpin carries no runtime: the program keeps its own, of any major version.
     else:
         parts.append("no CUDA runtime found")
     if ncclss or nccl_v:
@@ -97,7 +99,9 @@ def judge_target(t, cuda_major):
     return check("runtime", status, summary, why=why, target=t)
 
 
-def judge_driver(drv, cuda_major):
+def judge_driver(drv):
+    """The driver as libsymmpin opens it (driver/cu.h): CUDA 12.0 (r525) or newer, with
+    cuGetProcAddress_v2 giving every function symmpin uses at the CUDA 12.0 ABI."""
     if not drv["loaded"] or drv["version"] is None:
         return check("driver", "fail", f"no usable NVIDIA driver: {drv['error']}",
                      why="there is no usable NVIDIA driver (libcuda.so.1)", **drv)
@@ -105,14 +109,21 @@ def judge_driver(drv, cuda_major):
     text = f"supports CUDA {v // 1000}.{(v % 1000) // 10}"
     if drv["kernel_module"]:
         text += f" ({drv['kernel_module']})"
-    if v < cuda_major * 1000:
-        return check("driver", "fail", f"{text}; symmpin's CUDA {cuda_major} runtime needs a "
-                     f"driver for CUDA {cuda_major}", why=f"the driver is older than CUDA "
-                     f"{cuda_major}", **drv)
-    if drv["vmm_functions_missing"]:
-        return check("driver", "fail", f"{text}, but lacks {', '.join(drv['vmm_functions_missing'])}"
-                     " (virtual memory API)", why="the driver lacks the virtual memory API", **drv)
-    return check("driver", "ok", text, **drv)
+    if v < 12000:
+        return check("driver", "fail", f"{text}; symmpin needs CUDA 12.0 or newer (a driver r525 "
+                     "or newer)", why="the driver is older than CUDA 12.0 (r525)", **drv)
+    if not drv.get("get_proc_address"):
+        return check("driver", "fail", f"{text}, but has no cuGetProcAddress_v2",
+                     why="the driver has no cuGetProcAddress_v2", **drv)
+    if drv["functions_missing"]:
+        return check("driver", "fail", f"{text}, but does not give "
+                     f"{', '.join(drv['functions_missing'])} at the CUDA 12.0 ABI",
+                     why="the driver lacks functions symmpin needs", **drv)
+    if drv["error"]:
+        return check("driver", "fail", f"{text}, but {drv['error']}",
+                     why=f"the driver fails: {drv['error']}", **drv)
+    return check("driver", "ok", f"{text}: symmpin can act (it uses the driver at the CUDA 12.0 "
+                 "ABI, no CUDA runtime of its own)", **drv)
 
 
 def _gpu_head(g):
@@ -138,13 +149,20 @@ def judge_gpus(gpus, archs, driver_ok):
             lines.append(f"{_gpu_head(g)}, sm_{cc}: runs {code}")
             with_code.append(g["index"])
     text = f"{len(gpus)} GPU(s)" + (": " + "; ".join(lines) if lines else "")
-    if len(with_code) < 2:
-        # Ranks sharing one GPU are served too (the GPU suite runs so), but only take turns on
-        # it: symmpin's gain needs communicators across 2 or more GPUs.
-        why = (f"{len(with_code)} of {len(gpus)} GPU(s) can run symmpin's kernels here; it "
-               "speeds up communicators across 2 or more GPUs (ranks sharing one GPU are "
-               "served too, but gain nothing: they take turns on it)")
+    if not with_code:
+        why = (f"0 of {len(gpus)} GPU(s) can run symmpin's kernels here" if gpus else
+               "no GPU is visible here")
         return check("gpus", "fail", text, why=why, gpus=gpus), with_code
+    if len(with_code) == 1:
+        # Ranks sharing one GPU are served (the GPU suite runs so) but only take turns on it:
+        # symmpin's gain needs communicators across 2 or more GPUs. Not a failure: symmpin is
+        # active there, it has nothing to speed up.
+        if len(gpus) == 1:
+            where, gain = "one GPU", "this machine has one GPU"
+        else:
+            where = gain = f"only GPU {with_code[0]} of {len(gpus)} runs the kernels"
+        return check("gpus", "warn", f"{where}, {NOTHING_TO_GAIN}; " + "; ".join(lines),
+                     gain=gain, gpus=gpus), with_code
     return check("gpus", "ok" if len(with_code) == len(gpus) else "warn", text,
                  gpus=gpus), with_code
 
@@ -162,15 +180,21 @@ def judge_memory_export(gpus, with_code):
             lacking.append(f"GPU {i} lacks {' and '.join(lacks)}")
         else:
             usable.append(i)
-    if len(with_code) < 2:
-        return check("memory_export", "info", "not judged (fewer than 2 GPUs with code)"), usable
-    if len(usable) < 2:
-        return check("memory_export", "fail", "; ".join(lacking), why="fewer than 2 GPUs can "
+    if not with_code:
+        return check("memory_export", "info", "not judged (no GPU with code)"), usable
+    if not usable:
+        return check("memory_export", "fail", "; ".join(lacking), why="no GPU with code can "
                      "export memory as POSIX file descriptors (VMM)"), usable
+    if len(usable) == 1 and lacking:
+        where = f"only GPU {usable[0]} of {len(with_code)} can hold a pool"
+        return check("memory_export", "warn", f"{where}, {NOTHING_TO_GAIN}; " +
+                     "; ".join(lacking) + " (a communicator on it stays on NCCL)",
+                     gain=where), usable
     if lacking:
         return check("memory_export", "warn", "; ".join(lacking) + " (a communicator on it stays "
                      "on NCCL)"), usable
-    return check("memory_export", "ok", f"VMM and POSIX-fd export on all {len(usable)} GPUs"), usable
+    on = f"all {len(usable)} GPUs" if len(usable) > 1 else f"GPU {usable[0]}"
+    return check("memory_export", "ok", f"VMM and POSIX-fd export on {on}"), usable
 
 
 def judge_peers(peer, usable):
@@ -249,11 +273,11 @@ def judge(facts):
     """(checks, verdict) for the facts of symmpin.facts.gather."""
     b = facts["symmpin"]
     lib = judge_library(facts["library"])
-    drv = judge_driver(facts["driver"], b["cuda_major"])
+    drv = judge_driver(facts["driver"])
     gpus, with_code = judge_gpus(facts["gpus"], b["kernel_archs"], drv["status"] == "ok")
     export, usable = judge_memory_export(facts["gpus"], with_code)
     checks = [lib, drv, gpus, export, judge_peers(facts["peer"], usable),
-              judge_target(facts["target"], b["cuda_major"]), judge_shm(facts["shm"])]
+              judge_target(facts["target"]), judge_shm(facts["shm"])]
     checks += judge_settings(facts["env"], facts["mig"])
     fails = [c for c in checks if c["status"] == "fail"]
     if fails:
@@ -261,7 +285,11 @@ def judge(facts):
         reasons = [r for r in reasons if r]
         verdict = {"redirect": False, "line": "will stay on NCCL because " + "; ".join(reasons)}
     else:
-        verdict = {"redirect": True, "line": REDIRECT_LINE}
+        # Active, but with one usable GPU there is nothing to gain: the line says so (a "warn").
+        gain = next((c["details"]["gain"] for c in checks if c["details"].get("gain")), None)
+        line = REDIRECT_LINE + (f", but {gain}: nothing to speed up (ranks sharing it take turns "
+                                "on it)" if gain else "")
+        verdict = {"redirect": True, "line": line}
     return checks, verdict
 
 

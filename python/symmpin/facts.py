@@ -40,15 +40,18 @@ def _kernel_module_version(path="/proc/driver/nvidia/version"):
 def driver_facts(load=cudadriver.Driver.load):
     """{"driver": ..., "gpus": [...], "peer": [[a, b, bool], ...]} from the driver `load()` gives."""
     drv = {"loaded": False, "error": None, "version": None,
-           "kernel_module": _kernel_module_version(), "vmm_functions_missing": []}
+           "kernel_module": _kernel_module_version(), "get_proc_address": False,
+           "functions_missing": []}
     out = {"driver": drv, "gpus": [], "peer": []}
     try:
         d = load()
         drv["loaded"] = True
-        drv["vmm_functions_missing"] = [f for f in cudadriver.VMM_FUNCTIONS
-                                        if not d.has_function(f)]
-        d.init()
         drv["version"] = d.version()
+        drv["get_proc_address"] = d.has_get_proc_address()
+        if drv["version"] < cudadriver.CU_ABI or not drv["get_proc_address"]:
+            return out  # older than CUDA 12.0: symmpin asks it nothing more
+        drv["functions_missing"] = [f for f in cudadriver.CU_FUNCTIONS if not d.has_function(f)]
+        d.init()
         n = d.device_count()
     except cudadriver.DriverError as e:
         drv["error"] = str(e)

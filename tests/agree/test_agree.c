@@ -16,6 +16,9 @@
  *  - late rank: a peer that starts later than the others (within the timeout) changes nothing;
  *  - dead rank: a peer that never arrives stops the agreement after one timeout, no plan, and
  *    later calls do not wait again;
+ *  - the stop's cause: every rank's "no more plan agreements" line names the one that happened,
+ *    ranks on several hosts (and which rank is missing from the board) or the rank that missed
+ *    two agreements in a row;
  *  - misaligned: ranks whose records closed at different calls meet at a common call;
  *  - groups: the ranks' group measurements and SYMMPIN_GROUP_MAX_BYTES travel with the records
  *    and give every rank the same group rules. */
@@ -23,6 +26,8 @@
 #include <criterion/parameterized.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -30,6 +35,7 @@
 
 #include "planner/schedule.h"
 #include "agree/agree.h"
+#include "common/log.h"
 #include "symmem/board.h"
 
 #define MAX_TEST_RANKS 8
@@ -446,6 +452,113 @@ Test(agree, a_rank_that_never_arrives_stops_the_agreement_after_one_retry, .time
   /* Two timeouts (the epoch and its retry), not one per call or per epoch. */
   cr_assert_lt(took, 3 * W.timeout_ms, "took %llu ms", (unsigned long long)took);
   cr_assert_lt(W.slowest_step_ms[0], 50);
+}
+
+/* ---- the stop line names its cause ---- */
+
+/* The INFO lines of this test, in a file (Criterion runs each test in a process of its own). */
+static int log_fd = -1;
+
+static void log_capture(void) {
+  char path[] = "/tmp/symmpin-agree-log-XXXXXX";
+  log_fd = mkstemp(path);
+  cr_assert_geq(log_fd, 0);
+  unlink(path);
+  symmpin_log_configure(SYMMPIN_LOG_INFO, log_fd);
+}
+
+static const char *log_text(void) {
+  static char buf[1 << 16];
+  ssize_t n = pread(log_fd, buf, sizeof buf - 1, 0);
+  cr_assert_geq(n, 0);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Rank `rank` of `nranks` said its agreements stop, for the reason `why`. */
+static void assert_stop_line(int rank, int nranks, const char *why) {
+  char want[256];
+  snprintf(want, sizeof want,
+           "comm 0 rank %d/%d: no more plan agreements on this communicator: %s\n", rank, nranks,
+           why);
+  const char *text = log_text();
+  cr_assert_not_null(strstr(text, want), "no line \"%s\" in the log:\n%s", want, text);
+}
+
+/* Every rank that stops says which of the two causes it was; never "one or the other". */
+static void assert_no_guess(void) {
+  const char *text = log_text();
+  cr_assert_null(strstr(text, " or a rank that"), "a stop line leaves the cause open:\n%s", text);
+}
+
+Test(agree, the_stop_names_the_rank_on_another_host, .timeout = 60) {
+  log_capture();
+  world_init(&W, 3, 64, 5000);
+  world_loop(&W, 4, 64);
+  W.absent[2] = true;
+  W.first_call_done = true;
+  world_run(&W);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(W.stopped[k], SYMMPIN_AGREE_NOT_ONE_HOST);
+    assert_stop_line(k, 3, "ranks on several hosts: rank 2 is missing from this host's board");
+  }
+  cr_assert_null(strstr(log_text(), "missed two agreements"));
+  assert_no_guess();
+}
+
+/* The same found by a timeout (the first call not known to be done). */
+Test(agree, the_stop_names_the_rank_on_another_host_after_a_timeout, .timeout = 60) {
+  log_capture();
+  world_init(&W, 2, 64, 300);
+  world_loop(&W, 4, 64);
+  W.absent[1] = true;
+  world_run(&W);
+  assert_stop_line(0, 2, "ranks on several hosts: rank 1 is missing from this host's board");
+  assert_no_guess();
+}
+
+/* Rank 2 opened the board, then stops calling: both ranks that waited for it say it was rank 2
+ * that missed two agreements, not "several hosts". */
+Test(agree, the_stop_names_the_rank_that_missed_two_agreements, .timeout = 60) {
+  log_capture();
+  world_init(&W, 3, 64, 300);
+  world_loop(&W, 4, 200);
+  W.stop_after[2] = 10;
+  world_run(&W);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(W.stopped[k], SYMMPIN_AGREE_NOT_ONE_HOST);
+    assert_stop_line(k, 3, "rank 2 missed two agreements in a row");
+  }
+  cr_assert_null(strstr(log_text(), "several hosts"));
+  assert_no_guess();
+}
+
+/* Rank 1 is busy through two agreements (it holds its closing call until rank 0 has given up on
+ * it twice and stopped), then comes back: rank 0 names rank 1, and rank 1, which finds the
+ * agreement failed before its record was posted, names itself. */
+static void *release_when_rank0_stopped(void *p) {
+  world *w = p;
+  /* Epoch 1 closes at 16 and times out at 17; its retry closes at 80 and stops at 81. */
+  while (atomic_load(&w->progress[0]) < 81) usleep(1000);
+  atomic_store(&w->release, 1);
+  return NULL;
+}
+
+Test(agree, a_rank_back_after_missing_two_agreements_names_itself, .timeout = 60) {
+  log_capture();
+  world_init(&W, 2, 64, 300);
+  world_loop(&W, 4, 200);
+  W.pause_at[1] = 16;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, release_when_rank0_stopped, &W), 0);
+  world_run(&W);
+  pthread_join(t, NULL);
+  assert_same_everywhere(&W);
+  cr_assert_eq(W.stopped[1], SYMMPIN_AGREE_NOT_ONE_HOST);
+  cr_assert(!W.has_plan[0]);
+  assert_stop_line(0, 2, "rank 1 missed two agreements in a row");
+  assert_stop_line(1, 2, "rank 1 (this rank) missed two agreements in a row");
+  assert_no_guess();
 }
 
 /* ---- ranks whose records closed at different calls ---- */

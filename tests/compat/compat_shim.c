@@ -1,11 +1,12 @@
 /* FAKE for CPU tests: preloaded AFTER libsymmpin.so, it answers the version banner's questions in
- * place of the fake runtime and NCCL (tests/fakes), whose answers are fixed: ncclGetVersion (the
- * real-symbol lookup from libsymmpin finds this one first) returns SYMMPIN_TEST_NCCL_VERSION, and,
- * through symmpin's test seam (interpose/cuda_queries.h: on because the fake runtime is loaded),
- * the driver supports CUDA 13.1 and two "FAKE H200" GPUs (sm_90) have P2P access from 0 to 1 only.
- * symmpin's own runtime version is not asked (it is the one symmpin was built with), nor is the
- * program's asked here (it is read from the loaded libcudart.so.13 itself, the fake). */
-#include <cuda_runtime_api.h>
+ * place of the fake NCCL and driver (tests/fakes), whose answers are fixed: ncclGetVersion (the
+ * real-symbol lookup from libsymmpin finds this one first) returns SYMMPIN_TEST_NCCL_VERSION, and
+ * two "FAKE H200" GPUs (sm_90) have P2P access from 0 to 1 only: the fake driver's
+ * cuGetProcAddress_v2 hands out the process's definition of a name where there is one, as a
+ * driver shim would. The driver's version is not the shim's to give (symmpin reads it from
+ * libcuda.so.1 itself): the test sets SYMMPIN_TEST_DRIVER_VERSION. The program's runtime version is
+ * read from the loaded libcudart.so.13 itself, the fake. */
+#include <cuda.h>
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +18,29 @@ ncclResult_t ncclGetVersion(int *version) {
   return ncclSuccess;
 }
 
-cudaError_t cudaDriverGetVersion(int *v) {
-  *v = 13010;
-  return cudaSuccess;
-}
-
-cudaError_t cudaGetDeviceCount(int *n) {
+/* The driver's functions of the CUDA 12.0 ABI, under their base names (cuda.h renames none of
+ * these four). */
+CUresult cuDeviceGetCount(int *n) {
   *n = 2;
-  return cudaSuccess;
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
-  if (device < 0 || device > 1) return cudaErrorInvalidDevice;
-  memset(p, 0, sizeof *p);
-  strcpy(p->name, "FAKE H200");
-  p->major = 9;
-  p->minor = 0;
-  return cudaSuccess;
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  if (dev < 0 || dev > 1 || len < 1) return CUDA_ERROR_INVALID_DEVICE;
+  strncpy(name, "FAKE H200", (size_t)len);
+  name[len - 1] = '\0';
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
-  *can = device == 0 && peer == 1;
-  return cudaSuccess;
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice dev) {
+  if (dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
+  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = 9;
+  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = 0;
+  else return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+  *can = dev == 0 && peer == 1;
+  return CUDA_SUCCESS;
 }

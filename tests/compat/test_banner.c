@@ -104,7 +104,6 @@ Test(banner, known_facts) {
   symmpin_banner_facts_init(&f);
   f.nccl_version = 22803;
   f.nccl_built = 22809;
-  f.cudart_version = 13000;
   f.driver_version = 13010;
   f.device = 1;
   snprintf(f.gpu_name, sizeof f.gpu_name, "NVIDIA H200");
@@ -120,8 +119,8 @@ Test(banner, known_facts) {
            SYMMPIN_GIT, symmpin_kernel_archs());
   cr_assert_str_eq(l[0], want);
   cr_assert_str_eq(l[1], "NCCL 2.28.3 (symmpin built against 2.28.9, tested with 2.28)");
-  cr_assert_str_eq(l[2], "CUDA runtime 13.0 (symmpin's own, static); the program's: none loaded; "
-                         "driver supports CUDA 13.1");
+  cr_assert_str_eq(l[2], "CUDA driver supports CUDA 13.1 (symmpin uses it at the CUDA 12.0 ABI, "
+                         "no runtime of its own); the program's CUDA runtime: none loaded");
   cr_assert_str_eq(l[3], "GPU 1: NVIDIA H200, compute capability 9.0 (sm_90)");
   cr_assert(strstr(l[4], "P2P access among 2 visible GPUs (row: GPU that accesses"), "%s", l[4]);
   cr_assert_str_eq(l[5], "P2P      0  1");
@@ -139,8 +138,8 @@ Test(banner, p2p_rows_and_unknowns) {
   int n = lines_of(&f, l);
   cr_assert_eq(n, 9);
   cr_assert_str_eq(l[1], "NCCL unknown (symmpin built against unknown, tested with 2.28)");
-  cr_assert_str_eq(l[2], "CUDA runtime unknown (symmpin's own, static); the program's: none "
-                         "loaded; driver supports CUDA unknown");
+  cr_assert_str_eq(l[2], "CUDA driver supports CUDA unknown (symmpin uses it at the CUDA 12.0 ABI, "
+                         "no runtime of its own); the program's CUDA runtime: none loaded");
   cr_assert_str_eq(l[3], "GPU -1: (name unknown), compute capability unknown");
   cr_assert_str_eq(l[5], "P2P      0  1  2");
   cr_assert_str_eq(l[6], "P2P  0:  -  Y  N");
@@ -167,93 +166,83 @@ Test(banner, gpu_counts) {
 }
 
 Test(banner, program_runtimes_are_named) {
-  /* The program's runtimes, next to symmpin's own: a CUDA 12 PyTorch, and a second one loaded by
-   * something else (the version of which could not be read). */
+  /* The program's runtimes: a CUDA 12 PyTorch, and a second one loaded by something else (the
+   * version of which could not be read). */
   symmpin_banner_facts f;
   symmpin_banner_facts_init(&f);
-  f.cudart_version = 13000;
   f.driver_version = 13000;
   f.nprogram_cudarts = 2;
   f.program_cudart[0].major = 12, f.program_cudart[0].version = 12080;
   f.program_cudart[1].major = 13, f.program_cudart[1].version = -1;
   static char l[SYMMPIN_BANNER_MAX_LINES][SYMMPIN_BANNER_LINE];
   lines_of(&f, l);
-  cr_assert_str_eq(l[2],
-                   "CUDA runtime 13.0 (symmpin's own, static); the program's: "
-                   "libcudart.so.12 12.8, libcudart.so.13 unknown; driver supports CUDA 13.0");
+  cr_assert_str_eq(l[2], "CUDA driver supports CUDA 13.0 (symmpin uses it at the CUDA 12.0 ABI, no "
+                         "runtime of its own); the program's CUDA runtime: libcudart.so.12 12.8, "
+                         "libcudart.so.13 unknown");
   f.driver_version = 0; /* no libcuda.so.1 */
   lines_of(&f, l);
-  cr_assert(strstr(l[2], "libcudart.so.13 unknown; no CUDA driver"), "%s", l[2]);
+  cr_assert_str_eq(l[2], "no CUDA driver; the program's CUDA runtime: libcudart.so.12 12.8, "
+                         "libcudart.so.13 unknown");
 }
 
-/* ---- the CUDA driver policy (symmpin's own runtime, CUDA 13.0 in these cases) ---- */
+/* ---- the CUDA driver policy: CUDA 12.0 or newer, and the driver opened (driver/cu.h) ---- */
 
 Test(cuda_policy, verdicts) {
   struct {
-    int runtime, driver, error;
+    int driver, usable;
     symmpin_cuda_support want;
   } cases[] = {
-      {13000, 13000, 0, SYMMPIN_CUDA_OK},
-      {13000, 13010, 0, SYMMPIN_CUDA_OK},
-      {13020, 13000, 0, SYMMPIN_CUDA_OK}, /* minor version compatibility */
-      {13000, 14000, 0, SYMMPIN_CUDA_OK},
-      {13000, 12080, 0, SYMMPIN_CUDA_DRIVER_TOO_OLD},
-      {13000, 12040, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, SYMMPIN_CUDA_DRIVER_TOO_OLD},
-      {13000, 13000, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, SYMMPIN_CUDA_DRIVER_TOO_OLD},
-      {13000, 13000, SYMMPIN_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, SYMMPIN_CUDA_DRIVER_TOO_OLD},
-      {13000, 0, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, SYMMPIN_CUDA_NO_DRIVER},
-      {13000, 0, -1, SYMMPIN_CUDA_NO_DRIVER},
-      {13000, 13000, 100 /* cudaErrorNoDevice */, SYMMPIN_CUDA_RUNTIME_FAILED},
-      {13000, -1, 0, SYMMPIN_CUDA_UNKNOWN},
-      {-1, 13000, 0, SYMMPIN_CUDA_UNKNOWN},
-      {13000, 13000, -1, SYMMPIN_CUDA_UNKNOWN},
+      {13000, 1, SYMMPIN_CUDA_OK},
+      {12000, 1, SYMMPIN_CUDA_OK}, /* r525: the oldest */
+      {12040, 1, SYMMPIN_CUDA_OK}, /* the CUDA 12 drivers PyTorch's cu12 wheels run on */
+      {14000, 1, SYMMPIN_CUDA_OK},
+      {11080, 1, SYMMPIN_CUDA_DRIVER_TOO_OLD}, /* the version alone decides */
+      {11080, 0, SYMMPIN_CUDA_DRIVER_TOO_OLD},
+      {11040, -1, SYMMPIN_CUDA_DRIVER_TOO_OLD},
+      {0, 0, SYMMPIN_CUDA_NO_DRIVER},
+      {0, -1, SYMMPIN_CUDA_NO_DRIVER},
+      {13000, 0, SYMMPIN_CUDA_DRIVER_FAILED}, /* no GPU, a missing entry point, ... */
+      {-1, 1, SYMMPIN_CUDA_UNKNOWN},
+      {13000, -1, SYMMPIN_CUDA_UNKNOWN},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    cr_assert_eq(symmpin_banner_cuda_support(cases[i].runtime, cases[i].driver, cases[i].error),
-                 cases[i].want, "case %zu: runtime %d driver %d error %d", i, cases[i].runtime,
-                 cases[i].driver, cases[i].error);
+    cr_assert_eq(symmpin_banner_cuda_support(cases[i].driver, cases[i].usable), cases[i].want,
+                 "case %zu: driver %d usable %d", i, cases[i].driver, cases[i].usable);
 }
 
-static symmpin_banner_facts cuda_facts(int driver, int error, const char *error_name) {
+static symmpin_banner_facts cuda_facts(int driver, int usable, const char *why) {
   symmpin_banner_facts f;
   symmpin_banner_facts_init(&f);
-  f.cudart_version = 13000;
   f.driver_version = driver;
-  f.cudart_error = error;
-  snprintf(f.cudart_error_name, sizeof f.cudart_error_name, "%s", error_name);
+  f.driver_usable = usable;
+  snprintf(f.driver_why, sizeof f.driver_why, "%s", why);
   return f;
 }
 
 Test(cuda_policy, lines) {
   char s[SYMMPIN_BANNER_LINE];
-  symmpin_banner_facts f = cuda_facts(13000, 0, "");
+  symmpin_banner_facts f = cuda_facts(12000, 1, "");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), 0);
   cr_assert_str_empty(s);
   const char *out =
       "symmpin stays out of this process: every call goes to NCCL, as without symmpin";
-  f = cuda_facts(0, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, "cudaErrorInsufficientDriver");
+  f = cuda_facts(0, 0, "no CUDA driver (libcuda.so.1: cannot open shared object file)");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
   cr_assert(strstr(s, "no CUDA driver in this process (libcuda.so.1 not found)"), "%s", s);
   cr_assert(strstr(s, out), "%s", s);
-  f = cuda_facts(12040, SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER, "cudaErrorInsufficientDriver");
+  f = cuda_facts(11080, 0, "the driver supports CUDA 11.8; ...");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
-  cr_assert(strstr(s, "the CUDA driver supports CUDA 12.4, older than symmpin's own CUDA runtime "
-                      "13.0 (it needs a driver for CUDA 13 or newer): cudaErrorInsufficientDriver"),
+  cr_assert(strstr(s, "the CUDA driver supports CUDA 11.8; symmpin needs CUDA 12.0 or newer (a "
+                      "driver r525 or newer); symmpin stays out"),
             "%s", s);
-  cr_assert(strstr(s, out), "%s", s);
-  f = cuda_facts(12080, 0, "");
-  symmpin_banner_cuda_line(&f, s, sizeof s);
-  cr_assert(strstr(s, "supports CUDA 12.8, older than symmpin's own CUDA runtime 13.0 (it needs a "
-                      "driver for CUDA 13 or newer); symmpin stays out"),
-            "%s", s);
-  f = cuda_facts(13000, 100, "cudaErrorNoDevice");
+  f = cuda_facts(13000, 0, "cuInit failed: CUDA_ERROR_NO_DEVICE (100)");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
-  cr_assert(strstr(s, "symmpin's own CUDA runtime 13.0 cannot start (cudaErrorNoDevice; the driver "
-                      "supports CUDA 13.0)"),
+  cr_assert(strstr(s, "the CUDA driver (CUDA 13.0) cannot serve symmpin: cuInit failed: "
+                      "CUDA_ERROR_NO_DEVICE (100); symmpin stays out"),
             "%s", s);
   f = cuda_facts(-1, 0, "");
   cr_assert_eq(symmpin_banner_cuda_line(&f, s, sizeof s), SYMMPIN_LOG_INFO);
-  cr_assert(strstr(s, "cannot read the CUDA runtime's or driver's version"), "%s", s);
+  cr_assert(strstr(s, "cannot read the CUDA driver's version"), "%s", s);
 }
 
 /* symmpin_banner_cuda_supported() asks the installed probe once, with the NCCL verdict. */
@@ -261,9 +250,8 @@ static int probe_driver;
 static void probe_cuda_versions(symmpin_banner_facts *f) {
   f->nccl_version = 22809;
   f->nccl_built = 22809;
-  f->cudart_version = 13000;
   f->driver_version = probe_driver;
-  f->cudart_error = probe_driver >= 13000 ? 0 : SYMMPIN_CUDA_ERROR_INSUFFICIENT_DRIVER;
+  f->driver_usable = probe_driver >= 12000;
 }
 
 static bool cuda_supported_with(int driver) {
@@ -280,7 +268,7 @@ Test(cuda_policy, supported) {
 
 Test(cuda_policy, refused_old_driver_once, .init = cr_redirect_stderr) {
   symmpin_log_configure(SYMMPIN_LOG_INFO, -1);
-  cr_assert_not(cuda_supported_with(12040));
+  cr_assert_not(cuda_supported_with(11040));
   probe_driver = 13000; /* a later answer does not change the process's verdict */
   cr_assert_not(symmpin_banner_cuda_supported());
   symmpin_banner_once(0); /* the banner at a later communicator: no second verdict line */
@@ -292,7 +280,7 @@ Test(cuda_policy, refused_old_driver_once, .init = cr_redirect_stderr) {
   const char *verdict = "the CUDA driver supports CUDA";
   const char *first = strstr(buf, verdict);
   cr_assert(first, "%s", buf);
-  cr_assert(strstr(buf, "symmpin INFO the CUDA driver supports CUDA 12.4"), "%s", buf);
+  cr_assert(strstr(buf, "symmpin INFO the CUDA driver supports CUDA 11.4"), "%s", buf);
   cr_assert_null(strstr(first + strlen(verdict), verdict), "logged once: %s", buf);
   cr_assert_null(strstr(buf, "symmpin WARN"), "an old driver is INFO, not a warning: %s", buf);
 }

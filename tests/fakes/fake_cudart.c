@@ -1,13 +1,14 @@
 /* FAKE for CPU tests: a stand-in for libcudart.so.13 (same soname, same symbol version node) so
  * that test programs run on machines without a GPU, with libsymmpin.so preloaded or not. "Device"
- * memory is host memory; there is one device per thread (cudaSetDevice) and nothing runs. Kernel
- * registration (__cudaRegister*) is accepted and ignored.
+ * memory is host memory and nothing runs. Kernel registration (__cudaRegister*) is accepted and
+ * ignored.
  *
- * It also defines the marker of symmpin's test seam (interpose/cuda_queries.h): in a process that
- * loaded this fake, symmpin asks its own CUDA questions outside the engine (current device,
- * capture state, driver version, the banner's GPU facts) of this fake instead of its own static
- * runtime, which on a machine without a GPU could only fail. The answers below are the fake's:
- * the driver version is SYMMPIN_TEST_DRIVER_VERSION (default 13000, CUDA 13.0). */
+ * Like the real runtime it sits on the driver: it links the fake libcuda.so.1 of this folder
+ * (fake_cuda.c) and keeps no device state of its own. cudaSetDevice makes the device's primary
+ * context current on the thread, cudaGetDevice reads the current context (0 when none), the
+ * capture switch and cudaDriverGetVersion (SYMMPIN_TEST_DRIVER_VERSION, default 13000) are the
+ * fake driver's: what symmpin, which asks the driver, sees is what the program sees here. */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -16,20 +17,15 @@
 #include "fake_control.h"
 #include "fake_counters.h"
 
-/* The seam's marker: its presence is what symmpin looks for (the value is not read). */
-int symmpin_test_fake_cudart = 1;
-
 static fake_counters counters = FAKE_COUNTERS_INIT;
 static int nested;
-static int capturing;
-static __thread int current_device;
 static __thread int in_malloc;
 static __thread cudaError_t last_error;
 
 void fake_cuda_fail_next(const char *fn, int rc) { fake_fail_next(&counters, fn, rc); }
 long fake_cuda_count(const char *fn) { return fake_count(&counters, fn); }
 void fake_cuda_set_nested(int on) { __atomic_store_n(&nested, on, __ATOMIC_SEQ_CST); }
-void fake_cuda_set_capturing(int on) { __atomic_store_n(&capturing, on, __ATOMIC_SEQ_CST); }
+void fake_cuda_set_capturing(int on) { fake_cu_set_capturing(on); }
 
 static cudaError_t fail(cudaError_t rc) {
   last_error = rc;
@@ -81,23 +77,23 @@ cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-/* Not counted (no lock): symmpin asks these on its per-call path, and bench_passthrough should
- * measure symmpin, not the fake's bookkeeping. */
+/* Not counted (no lock): a program may ask it on every call, and bench_passthrough should
+ * measure symmpin, not the fake's bookkeeping. The current context's device, 0 when none. */
 cudaError_t cudaGetDevice(int *dev) {
-  *dev = current_device;
+  *dev = fake_cu_current_device();
   return cudaSuccess;
 }
 
+/* The device's primary context becomes the thread's current one (the runtime since CUDA 12). */
 cudaError_t cudaSetDevice(int dev) {
   fake_enter(&counters, "cudaSetDevice");
-  if (dev < 0 || dev >= 8) return fail(cudaErrorInvalidDevice);
-  current_device = dev;
+  if (fake_cu_set_device(dev) != CUDA_SUCCESS) return fail(cudaErrorInvalidDevice);
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceCount(int *n) {
   fake_enter(&counters, "cudaGetDeviceCount");
-  *n = 8;
+  *n = fake_cu_device_count();
   return cudaSuccess;
 }
 
@@ -107,7 +103,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
                                      const cudaGraphEdgeData **edges, size_t *ndeps) {
   (void)stream;
   if (!status) return fail(cudaErrorInvalidValue);
-  int on = __atomic_load_n(&capturing, __ATOMIC_SEQ_CST);
+  int on = fake_cu_capturing();
   *status = on ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
   if (id) *id = on ? 1 : 0;
   if (graph) *graph = NULL;
@@ -124,10 +120,10 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
   return cudaSuccess;
 }
 
+/* The driver's answer, as the real runtime gives it. */
 cudaError_t cudaDriverGetVersion(int *v) {
-  const char *s = getenv("SYMMPIN_TEST_DRIVER_VERSION");
-  *v = s ? atoi(s) : 13000;
-  return cudaSuccess;
+  if (!v) return fail(cudaErrorInvalidValue);
+  return cuDriverGetVersion(v) == CUDA_SUCCESS ? cudaSuccess : fail(cudaErrorUnknown);
 }
 
 /* No GPU facts: the banner reads them as unknown (tests/compat's shim gives some). */

@@ -2,10 +2,12 @@
 """libsymmpin.so stands alone: what it needs to load, and what it does in a process with nothing
 for it to do (TAP).
 
-  needed LIB    its NEEDED entries name no CUDA runtime, no NCCL and no CUDA driver (the runtime is
-                linked in; NCCL and the driver are found at run time), only the system's C and
-                C++ libraries: a process without any libcudart.so (a pip-only PyTorch, a CUDA 12
-                program) starts with it preloaded.
+  needed LIB    its NEEDED entries name no CUDA runtime, no NCCL and no CUDA driver (NCCL and the
+                driver are found at run time), only the system's C libraries: a process without
+                any libcudart.so (a pip-only PyTorch, a CUDA 12 program) starts with it
+                preloaded. And it holds no CUDA runtime either (symmpin talks to the driver
+                alone, driver/cu.h): no symbol of one in its symbol tables, no fat binary
+                registered with one (__cudaRegisterFatBinary), no C++ runtime it would need.
   bin_true LIB  preloaded into /bin/true (no NCCL, no CUDA; on a machine without a GPU or a
                 driver, like CI's): exit status 0 and not a byte of output, also with
                 SYMMPIN_DEBUG=INFO; and with every file setting on (trace, statistics, debug
@@ -35,11 +37,21 @@ def needed(lib):
                           ("CUDA driver", r"libcuda\.")):
         bad = [n for n in names if re.search(pattern, n)]
         check(not bad, f"NEEDED names no {what}", f"NEEDED: {names}")
-    system = re.compile(r"^(libc\.so|libdl\.so|libpthread\.so|librt\.so|libm\.so|libstdc\+\+\.so|"
-                        r"libgcc_s\.so|ld-linux)")
+    system = re.compile(r"^(libc\.so|libdl\.so|libpthread\.so|librt\.so|libm\.so|ld-linux)")
     other = [n for n in names if not system.match(n)]
-    check(not other, "NEEDED names only the system's C and C++ libraries",
-          f"also: {other} (NEEDED: {names})")
+    check(not other, "NEEDED names only the system's C libraries", f"also: {other} (NEEDED: {names})")
+    # Every symbol, local ones too (the library is not stripped): a static CUDA runtime's functions
+    # would show as local cuda* names; the four cuda* the library defines are its exported wrappers.
+    syms = subprocess.run(["nm", "-a", lib], check=True, capture_output=True, text=True).stdout
+    names = set(line.split()[-1] for line in syms.splitlines() if line.split())
+    check(len(names) > 100, "nm lists the library's symbols", syms[:2000])
+    wrappers = {"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync"}
+    # The runtime's API (cudaXxx), its registration hooks (__cudaRegisterFatBinary, ...) and its
+    # internals (namespace cudart, _ZN6cudart...).
+    runtime = sorted(n for n in names if re.match(r"(cuda[A-Z]|__cuda|_ZN6cudart)", n)
+                     and n.split("@")[0] not in wrappers)
+    check(not runtime, "no CUDA runtime inside (no cudaXxx but the wrappers, no __cuda*, no "
+          "cudart internals)", f"{len(runtime)} such symbols: {runtime[:20]}")
 
 
 def run_true(lib, extra, what):

@@ -23,6 +23,11 @@ bool spawn_run(char *const argv[], const char *const env[], bool preload, spawn_
   char path_var[4096], ld_path[4096], ld_preload[4096];
   snprintf(path_var, sizeof path_var, "PATH=%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
   snprintf(ld_path, sizeof ld_path, "LD_LIBRARY_PATH=%s", spawn_path("SYMMPIN_TEST_FAKES"));
+  /* SYMMPIN_TEST_OLD_DRIVER=1 in env: the FAKE pre-CUDA-12.0 libcuda.so.1 comes first. */
+  for (int i = 0; env && env[i]; i++)
+    if (strcmp(env[i], "SYMMPIN_TEST_OLD_DRIVER=1") == 0)
+      snprintf(ld_path, sizeof ld_path, "LD_LIBRARY_PATH=%s:%s",
+               spawn_path("SYMMPIN_TEST_FAKES_OLD_DRIVER"), spawn_path("SYMMPIN_TEST_FAKES"));
   snprintf(ld_preload, sizeof ld_preload, "LD_PRELOAD=%s", spawn_path("SYMMPIN_TEST_LIB"));
   const char *envp[64];
   int n = 0;

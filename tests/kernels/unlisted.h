@@ -10,9 +10,9 @@
 #include "common/types.h"
 
 #undef SYMMPIN_DTYPES
-#undef SYMMPIN_OPS
+#undef SYMMPIN_OPS_CTX /* SYMMPIN_OPS is defined through it */
 #define SYMMPIN_TEST_DTYPES(X) X(INT8, 0, "i8", 1) X(FLOAT32, 7, "f32", 4)
-#define SYMMPIN_TEST_OPS(X) X(SUM, 0, "sum") X(MAX, 2, "max")
+#define SYMMPIN_TEST_OPS_CTX(X, c) X(c, SUM, 0, "sum") X(c, MAX, 2, "max")
 
 #if defined(SYMMPIN_TEST_UNLISTED_DTYPE) || defined(SYMMPIN_TEST_UNTYPED_DTYPE)
 #define SYMMPIN_DTYPES(X) SYMMPIN_TEST_DTYPES(X) X(E8M0, 12, "e8m0", 1)
@@ -21,9 +21,9 @@
 #endif
 
 #ifdef SYMMPIN_TEST_UNLISTED_OP
-#define SYMMPIN_OPS(X) SYMMPIN_TEST_OPS(X) X(MINMAX, 5, "minmax")
+#define SYMMPIN_OPS_CTX(X, c) SYMMPIN_TEST_OPS_CTX(X, c) X(c, MINMAX, 5, "minmax")
 #else
-#define SYMMPIN_OPS(X) SYMMPIN_TEST_OPS(X)
+#define SYMMPIN_OPS_CTX(X, c) SYMMPIN_TEST_OPS_CTX(X, c)
 #endif
 
 #ifdef SYMMPIN_TEST_UNTYPED_DTYPE

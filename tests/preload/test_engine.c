@@ -1,9 +1,11 @@
 /* The engine's decisions on the CPU: preload/engine.c as built into libsymmpin, with the
  * agreement on real boards and threads as ranks, and FAKES for what lies below it (the CUDA
- * runtime's events and streams, symmem's pool, the kernels' launch: tests/preload/engine_fakes.h).
+ * driver's contexts, events and streams, symmem's pool, the kernels' launch:
+ * tests/preload/engine_fakes.h).
  * What a fake cannot show (that the kernels and the pool work on GPUs) the GPU suite shows; this
  * shows which calls the engine launches, on which stream and slot, and how it orders them. */
 #include <criterion/criterion.h>
+#include <cuda.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -54,8 +56,18 @@ typedef struct outcome {
   int launches, waits, records; /* all of them (ops holds the first 15) */
   int64_t offset;        /* the launch's slot offset, -1 if none */
   void *launch_stream;
-  int error_after; /* the thread's last CUDA error after the call (fake_last_error) */
+  int off_device;  /* launches, records and waits made without the communicator's device's
+                      primary context current */
+  void *ctx_after; /* the thread's current context after the call (fake_ctx_get) */
+  int mode_after;  /* its stream-capture mode after the call (fake_capture_mode) */
 } outcome;
+
+/* The context the program has current on its thread when it calls NCCL. */
+typedef enum program_ctx {
+  PROGRAM_PRIMARY,      /* its device's primary context (cudaSetDevice(rank)): the default */
+  PROGRAM_NO_CONTEXT,   /* none: the thread never made a CUDA call */
+  PROGRAM_OTHER_DEVICE, /* a context of its own on another device than the communicator's */
+} program_ctx;
 
 typedef struct world {
   symmpin_comm_key key;
@@ -66,8 +78,10 @@ typedef struct world {
   float kernel_ms, other_ms; /* nonzero: the fake event times (fake_set_elapsed) */
   float group_ms;            /* nonzero: a group launch's time (fake_set_elapsed_group) */
   bool abort_end; /* the ranks end with ncclCommAbort instead of ncclCommDestroy */
-  int program_error; /* nonzero: the program has this CUDA error pending at each of its calls */
-  int error_after_end[RANKS]; /* the thread's last CUDA error after the communicator's end */
+  program_ctx program_ctx;    /* the program's context at each of its calls and at the end */
+  int program_mode;           /* the program's capture mode then (0: global, a thread's default) */
+  void *ctx_after_end[RANKS]; /* the thread's context after the communicator's end */
+  int mode_after_end[RANKS];  /* and its capture mode */
 } world;
 
 static world W;
@@ -100,16 +114,32 @@ static void world_init(void) {
   config();
 }
 
-static void note(outcome *o) {
+/* The program's thread as it is when the rank calls NCCL (the rank's device is its number). */
+static void *program_ctx_of(int rank) {
+  switch (W.program_ctx) {
+  case PROGRAM_NO_CONTEXT: return NULL;
+  case PROGRAM_OTHER_DEVICE: return fake_ctx_own((rank + 1) % RANKS);
+  case PROGRAM_PRIMARY:
+  default: return fake_ctx_primary(rank);
+  }
+}
+
+static void program_thread_set(int rank) {
+  fake_ctx_set(program_ctx_of(rank));
+  fake_set_capture_mode(W.program_mode);
+}
+
+static void note(outcome *o, int rank) {
   size_t n;
   const fake_op *ops = fake_ops(&n);
   o->offset = -1;
   size_t k = 0;
-  o->launches = o->waits = o->records = 0;
+  o->launches = o->waits = o->records = o->off_device = 0;
   for (size_t i = 0; i < n; i++) {
     o->launches += ops[i].kind == FAKE_LAUNCH || ops[i].kind == FAKE_GROUP;
     o->waits += ops[i].kind == FAKE_WAIT;
     o->records += ops[i].kind == FAKE_RECORD;
+    o->off_device += ops[i].device != rank || !ops[i].primary;
   }
   for (size_t i = 0; i < n && k + 1 < sizeof o->ops; i++) {
     o->ops[k++] = ops[i].kind == FAKE_LAUNCH ? 'L' : ops[i].kind == FAKE_GROUP ? 'G'
@@ -149,7 +179,7 @@ static void *make_call(void *arg) {
   int rc = 0;
   symmpin_reason reason = SYMMPIN_REASON_NONE;
   fake_ops_clear();
-  fake_set_last_error(W.program_error);
+  program_thread_set(ca->rank);
   o->taken = symmpin_engine_allreduce(c, &ec, &rc, &reason);
   if (!o->taken) symmpin_engine_nccl_done(c, &ec, 0); /* as the preload does after NCCL's call */
   o->rc = rc;
@@ -166,8 +196,9 @@ static void *make_call(void *arg) {
       symmpin_engine_group_end(c, 0);
     }
   }
-  note(o);
-  o->error_after = fake_last_error();
+  note(o, ca->rank);
+  o->ctx_after = fake_ctx_get();
+  o->mode_after = fake_capture_mode();
   pthread_mutex_unlock(&c->lock);
   return NULL;
 }
@@ -195,12 +226,13 @@ static void *rank_main(void *arg) {
     atomic_store(&W.progress[rank], (int)i + 1);
   }
   pthread_mutex_lock(&c->lock);
-  fake_set_last_error(W.program_error);
+  program_thread_set(rank);
   if (W.abort_end)
     symmpin_engine_comm_abandon(c);
   else
     symmpin_engine_comm_release(c);
-  W.error_after_end[rank] = fake_last_error();
+  W.ctx_after_end[rank] = fake_ctx_get();
+  W.mode_after_end[rank] = fake_capture_mode();
   pthread_mutex_unlock(&c->lock);
   symmpin_comm_unregister(c);
   return NULL;
@@ -848,41 +880,83 @@ Test(engine, a_group_of_twelve_gradients_measured_slower_goes_back_whole) {
   }
 }
 
-/* ---- the program's own CUDA errors ---- */
+/* ---- the program's thread: its context and capture mode ---- */
 
-/* The program has a CUDA error of its own pending (a failed call it has not read yet) whenever it
- * calls ncclAllReduce and when it destroys the communicator: it is still there afterwards, on
- * every call, also with the timing of the choice by measurement on. symmpin clears only what its
- * own calls failed with (symmem/cuda_check.h). Before, the engine cleared the thread's error
- * whatever it held: after the first call's event, after each timing pair it read or ended, and at
- * the communicator's end. */
-Test(engine, an_error_the_program_has_pending_outlives_every_call) {
-  enum { PROGRAM_ERROR = 1 }; /* cudaErrorInvalidValue */
+/* Every call of every rank, and each rank's end, left the program's thread as it was: its
+ * context, its capture mode; every launch, event record and stream wait was enqueued with the
+ * communicator's device's primary context current. */
+static void assert_program_thread_kept(void) {
+  for (size_t i = 0; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++) {
+      const outcome *o = &W.out[k][i];
+      cr_assert_eq(o->ctx_after, program_ctx_of(k), "call %zu rank %d: the context was changed",
+                   i + 1, k);
+      cr_assert_eq(o->mode_after, W.program_mode, "call %zu rank %d: capture mode %d, not %d",
+                   i + 1, k, o->mode_after, W.program_mode);
+      cr_assert_eq(o->off_device, 0, "call %zu rank %d: %d op(s) off the communicator's device",
+                   i + 1, k, o->off_device);
+    }
+  for (int k = 0; k < RANKS; k++) {
+    cr_assert_eq(W.ctx_after_end[k], program_ctx_of(k), "rank %d: the context changed at the end",
+                 k);
+    cr_assert_eq(W.mode_after_end[k], W.program_mode,
+                 "rank %d: the capture mode changed at the end", k);
+  }
+}
+
+/* The driver keeps no last error (driver/cu.h): what symmpin's calls could leave to the program is
+ * the thread's state. The program has a context of its own on another device than the
+ * communicator's current, and a capture mode of its own, whenever it calls ncclAllReduce and when
+ * it destroys the communicator: both are still there afterwards, on every call, also with the
+ * timing of the choice by measurement on. symmpin's work went to the communicator's device's
+ * primary context (retained once per process, as the runtime does), the kernels' error record
+ * (host memory) too: never to the program's context, which the program may destroy. (Before the
+ * driver, this test was that a CUDA runtime error the program had pending outlived every call.) */
+Test(engine, the_programs_context_and_capture_mode_outlive_every_call) {
   world_init();
   symmpin_config cfg = *symmpin_config_get();
   cfg.choose = SYMMPIN_CHOOSE_MEASURE;
   symmpin_config_set_for_tests(&cfg);
-  W.program_error = PROGRAM_ERROR;
+  W.program_ctx = PROGRAM_OTHER_DEVICE;
+  W.program_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
   world_run();
   cr_assert_lt(first_taken(), 64, "some calls were redirected");
-  for (size_t i = 0; i < W.ncalls; i++)
-    for (int k = 0; k < RANKS; k++)
-      cr_assert_eq(W.out[k][i].error_after, PROGRAM_ERROR,
-                   "call %zu rank %d: the program's error was cleared", i + 1, k);
+  assert_program_thread_kept();
   for (int k = 0; k < RANKS; k++)
-    cr_assert_eq(W.error_after_end[k], PROGRAM_ERROR, "rank %d: cleared at the end", k);
+    cr_expect_eq(fake_primary_retains(k), 1, "device %d's primary context: retained %d times", k,
+                 fake_primary_retains(k));
+  cr_expect_eq(fake_host_allocs_outside_primary(), 0,
+               "host memory was allocated in the program's own context");
 }
 
-/* A launch that fails leaves its CUDA error on the thread (cudaLaunchKernelEx does): the engine
- * clears it, so the program does not read symmpin's failure as its own. */
-Test(engine, a_failed_launch_leaves_no_cuda_error_to_the_program) {
+/* A thread that never made a CUDA call has no context, and the driver makes none implicitly (the
+ * runtime did): every call of such a thread is redirected all the same, on the communicator's
+ * device, and the thread is left without a context after every call and at the end. */
+Test(engine, a_thread_without_a_context_is_redirected_and_left_without_one) {
   world_init();
+  W.program_ctx = PROGRAM_NO_CONTEXT;
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64, "redirected from call %zu", go + 1);
+  for (size_t i = go; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++)
+      cr_assert(W.out[k][i].taken && W.out[k][i].rc == 0 && !strcmp(W.out[k][i].ops, "LR"),
+                "call %zu rank %d: taken %d rc %d ops %s", i + 1, k, W.out[k][i].taken,
+                W.out[k][i].rc, W.out[k][i].ops);
+  assert_program_thread_kept();
+}
+
+/* A launch that fails (cuLaunchKernelEx returns its error; the driver keeps none for the program to
+ * read later) fails that call, and leaves the thread as the program had it, on that call as on
+ * every other. (Before the driver: the runtime's launch error left on the thread was cleared.) */
+Test(engine, a_failed_launch_leaves_the_programs_thread_as_it_was) {
+  world_init();
+  W.program_ctx = PROGRAM_OTHER_DEVICE;
+  W.program_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
   W.script[0][200].fail_launch = true;
   world_run();
   cr_assert(W.out[0][200].taken && W.out[0][200].rc != 0, "the launch failed");
-  for (size_t i = 0; i < W.ncalls; i++)
-    for (int k = 0; k < RANKS; k++)
-      cr_assert_eq(W.out[k][i].error_after, 0, "call %zu rank %d: an error was left", i + 1, k);
+  assert_program_thread_kept();
 }
 
 /* ---- the end of a communicator: its pool outlives it until its kernels are done ---- */

@@ -5,7 +5,7 @@
  * own thread may hold, and gives other holders a short deadline.
  *
  * The real preload (events.c), engine (engine.c) and agreement on a real board, with the engine's
- * FAKES below them (tests/preload/engine_fakes.h: CUDA runtime, pool, kernel launch; nothing runs
+ * FAKES below them (tests/preload/engine_fakes.h: CUDA driver, pool, kernel launch; nothing runs
  * on a GPU). Rank 0 of a 2-rank communicator is driven by a thread of a child process; rank 1 only
  * opens the board and never posts, so rank 0's first agreement waits (timeout 60 s). The child's
  * destructor runs what the library's destructor runs (interpose/query.c: symmpin_preload_exit) and

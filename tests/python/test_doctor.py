@@ -6,6 +6,7 @@ import ctypes
 import io
 import json
 import os
+import re
 import subprocess
 import tempfile
 import unittest
@@ -31,7 +32,7 @@ def machine(ngpus=2, gpu=H200, p2p=True):
             {"kind": "nccl", "path": "/venv/nvidia/nccl/lib/libnccl.so.2",
              "version": [2, 28, 9], "how": "loaded"}]},
         "driver": {"loaded": True, "error": None, "version": 13000, "kernel_module": None,
-                   "vmm_functions_missing": []},
+                   "get_proc_address": True, "functions_missing": []},
         "gpus": [dict(gpu, index=i) for i in range(ngpus)],
         "peer": [[a, b, p2p] for a in range(ngpus) for b in range(ngpus) if a != b],
         "shm": {"path": "/dev/shm", "exists": True, "writable": True, "free_bytes": 8 << 30},
@@ -60,15 +61,62 @@ class Verdict(unittest.TestCase):
 
     def test_text_report_one_line_per_check_and_the_verdict_last(self):
         out = io.StringIO()
-        doctor.report(machine(ngpus=1), False, out)
+        doctor.report(machine(p2p=False), False, out)
         lines = out.getvalue().splitlines()
-        self.assertTrue(lines[-1].startswith("verdict: symmpin will stay on NCCL because 1 of 1 "
-                                             "GPU(s) can run symmpin's kernels"))
-        self.assertTrue(any(ln.startswith("FAIL  gpus: 1 GPU(s): GPU 0: NVIDIA H200, sm_90: "
-                                          "runs sm_90") for ln in lines))
+        self.assertTrue(lines[0].startswith("symmpin 0.1.0 (git test); kernels: sm_80"))
+        self.assertTrue(lines[-1].startswith("verdict: symmpin will stay on NCCL because no pair "
+                                             "of GPUs has peer access (P2P)"))
+        self.assertIn("OK    gpus: 2 GPU(s): GPU 0: NVIDIA H200, sm_90: runs sm_90; GPU 1: "
+                      "NVIDIA H200, sm_90: runs sm_90", lines)
+        self.assertTrue(any(ln.startswith("FAIL  peer_access: ") for ln in lines))
 
-    def test_one_gpu_stays_on_nccl_exit_1(self):
-        self.assertEqual(doctor.report(machine(ngpus=1), True, io.StringIO()), 1)
+    def test_one_gpu_is_a_warning_that_says_there_is_nothing_to_speed_up(self):
+        # One GPU that runs the kernels: symmpin serves ranks sharing it, so not a FAIL (the line
+        # once read "FAIL  gpus: 1 GPU(s): GPU 0: NVIDIA H200, sm_90: runs sm_90"); the line and
+        # the verdict say what the finding is, and the exit status follows the verdict.
+        out = io.StringIO()
+        self.assertEqual(doctor.report(machine(ngpus=1), False, out), 0)
+        lines = out.getvalue().splitlines()
+        self.assertIn("WARN  gpus: one GPU, nothing to speed up between GPUs: ranks sharing it are "
+                      "served, but gain nothing (they take turns on it); GPU 0: NVIDIA H200, "
+                      "sm_90: runs sm_90", lines)
+        self.assertFalse(any(ln.startswith("FAIL") for ln in lines), lines)
+        self.assertEqual(lines[-1], "verdict: symmpin will redirect all-reduces of communicators "
+                         "within this machine, but this machine has one GPU: nothing to speed "
+                         "up (ranks sharing it take turns on it)")
+        self.assertIn("OK    memory_export: VMM and POSIX-fd export on GPU 0", lines)
+        out = io.StringIO()
+        self.assertEqual(doctor.report(machine(ngpus=1), True, out), 0)
+        doc = json.loads(out.getvalue())
+        self.assertTrue(doc["verdict"]["redirect"])
+        gpus = next(c for c in doc["checks"] if c["name"] == "gpus")
+        self.assertEqual(gpus["status"], "warn")
+
+    def test_one_gpu_without_memory_export_stays_on_nccl_exit_1(self):
+        f = machine(ngpus=1, gpu=dict(H200, vmm=False))
+        self.assertEqual(status(f, "gpus"), "warn")
+        self.assertEqual(status(f, "memory_export"), "fail")
+        self.assertIn("no GPU with code can export memory", verdict(f)["line"])
+        self.assertEqual(doctor.report(f, True, io.StringIO()), 1)
+
+    def test_one_of_two_gpus_with_code_says_which(self):
+        f = machine()
+        f["gpus"][1] = dict(H200, name="Tesla V100", cc=[7, 0], index=1)
+        checks, v = doctor.judge(f)
+        gpus = next(c for c in checks if c["name"] == "gpus")
+        self.assertEqual(gpus["status"], "warn")
+        self.assertTrue(gpus["summary"].startswith("only GPU 0 of 2 runs the kernels, nothing to "
+                                                   "speed up between GPUs"), gpus["summary"])
+        self.assertTrue(v["redirect"])
+        self.assertIn("but only GPU 0 of 2 runs the kernels: nothing to speed up", v["line"])
+        f = machine()
+        f["gpus"][1]["posix_fd"] = False
+        checks, v = doctor.judge(f)
+        export = next(c for c in checks if c["name"] == "memory_export")
+        self.assertEqual(export["status"], "warn")
+        self.assertIn("only GPU 0 of 2 can hold a pool, nothing to speed up", export["summary"])
+        self.assertIn("GPU 1 lacks POSIX-fd export", export["summary"])
+        self.assertTrue(v["redirect"])
 
     def test_no_peer_access(self):
         v = verdict(machine(p2p=False))
@@ -104,17 +152,32 @@ class Verdict(unittest.TestCase):
         self.assertFalse(v["redirect"])
         self.assertIn("POSIX file descriptors", v["line"])
 
-    def test_driver_missing_old_or_without_vmm(self):
+    def test_driver_missing_old_or_without_functions(self):
         f = machine()
         f["driver"] = {"loaded": False, "error": "libcuda.so.1 cannot be loaded", "version": None,
-                       "kernel_module": None, "vmm_functions_missing": []}
+                       "kernel_module": None, "get_proc_address": False, "functions_missing": []}
         self.assertIn("no usable NVIDIA driver", verdict(f)["line"])
         f = machine()
-        f["driver"]["version"] = 12080
-        self.assertIn("the driver is older than CUDA 13", verdict(f)["line"])
+        f["driver"]["version"] = 11080
+        self.assertIn("the driver is older than CUDA 12.0 (r525)", verdict(f)["line"])
         f = machine()
-        f["driver"]["vmm_functions_missing"] = ["cuMemCreate"]
-        self.assertIn("virtual memory API", verdict(f)["line"])
+        f["driver"]["get_proc_address"] = False
+        self.assertIn("no cuGetProcAddress_v2", verdict(f)["line"])
+        f = machine()
+        f["driver"]["functions_missing"] = ["cuMemCreate"]
+        self.assertIn("the driver lacks functions symmpin needs", verdict(f)["line"])
+        driver = next(c for c in doctor.judge(f)[0] if c["name"] == "driver")
+        self.assertIn("does not give cuMemCreate at the CUDA 12.0 ABI", driver["summary"])
+
+    def test_cuda_12_drivers_serve_symmpin(self):
+        # The CUDA 12 drivers PyTorch's cu12 wheels run on (r525-r575): symmpin acts there.
+        for v in (12000, 12040, 12080):
+            f = machine()
+            f["driver"]["version"] = v
+            self.assertEqual(status(f, "driver"), "ok", v)
+            driver = next(c for c in doctor.judge(f)[0] if c["name"] == "driver")
+            self.assertIn(f"supports CUDA 12.{(v % 1000) // 10}: symmpin can act", driver["summary"])
+            self.assertTrue(verdict(f)["redirect"], v)
 
     def test_library_that_cannot_be_preloaded(self):
         f = machine()
@@ -128,11 +191,16 @@ class Verdict(unittest.TestCase):
         self.assertIn("the library cannot be found: libsymmpin.so.0 not found", verdict(f)["line"])
 
     def test_several_reasons_all_named(self):
-        f = machine(ngpus=1)
+        f = machine(gpu=dict(H200, name="Tesla V100", cc=[7, 0]))
         f["env"]["watched"]["SYMMPIN_DISABLE"] = "yes"
         line = verdict(f)["line"]
-        self.assertIn("1 of 1 GPU(s)", line)
+        self.assertIn("0 of 2 GPU(s)", line)
         self.assertIn("SYMMPIN_DISABLE is set", line)
+
+    def test_no_gpu_visible(self):
+        f = machine()
+        f.update(gpus=[], peer=[])
+        self.assertIn("no GPU is visible here", verdict(f)["line"])
 
 
 class Settings(unittest.TestCase):
@@ -179,14 +247,13 @@ class Settings(unittest.TestCase):
 
 class Runtime(unittest.TestCase):
     def test_cuda_12_program(self):
-        # A CUDA 12 program keeps its runtime; symmpin's own (static) CUDA 13 runtime runs beside
-        # it: not a failure (issue 24), but the line says so.
+        # A CUDA 12 program keeps its runtime; symmpin carries none (issue 27): nothing to say.
         f = machine()
         f["target"]["libraries"][0]["version"] = [12, 8]
         self.assertEqual(status(f, "runtime"), "ok")
         runtime = next(c for c in doctor.judge(f)[0] if c["name"] == "runtime")
         self.assertIn("CUDA runtime 12.8", runtime["summary"])
-        self.assertIn("symmpin's own CUDA 13 runtime runs beside it", runtime["summary"])
+        self.assertNotIn("runs beside it", runtime["summary"])
         self.assertTrue(verdict(f)["redirect"])
 
     def test_nccl_too_old_or_another_major(self):
@@ -237,6 +304,9 @@ class FakeDriver:
     def has_function(self, fn):
         return fn not in self.missing
 
+    def has_get_proc_address(self):
+        return self.v >= 12000
+
     def init(self):
         self._maybe_fail("cuInit")
 
@@ -280,9 +350,27 @@ class DriverFacts(unittest.TestCase):
         self.assertFalse(f["driver"]["loaded"])
         self.assertIn("cannot be loaded", f["driver"]["error"])
 
-    def test_missing_vmm_functions_named(self):
+    def test_missing_functions_named(self):
         f = facts.driver_facts(load=lambda: FakeDriver([H200], [[None]], missing=["cuMemMap"]))
-        self.assertEqual(f["driver"]["vmm_functions_missing"], ["cuMemMap"])
+        self.assertEqual(f["driver"]["functions_missing"], ["cuMemMap"])
+
+    def test_a_driver_older_than_12_0_is_asked_nothing_more(self):
+        fake = FakeDriver([H200], [[None]], version=11080, fail="cuInit")
+        f = facts.driver_facts(load=lambda: fake)
+        self.assertEqual(f["driver"]["version"], 11080)
+        self.assertIsNone(f["driver"]["error"], "cuInit was not called")
+        self.assertEqual(f["gpus"], [])
+
+    def test_the_function_list_is_the_library_s(self):
+        # driver/cu.h's X-macro list and cudadriver.CU_FUNCTIONS name the same functions in the
+        # same order: the doctor checks what the library will ask for.
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "driver", "cu.h"), encoding="utf-8") as h:
+            text = h.read()
+        body = text[text.index("#define SYMMPIN_CU_FUNCTIONS(X)"):text.index("typedef struct")]
+        listed = ["cu" + n for n in re.findall(r"X\((\w+), \d+\)", body)]
+        self.assertGreater(len(listed), 30)
+        self.assertEqual(list(cudadriver.CU_FUNCTIONS), listed)
 
     def test_facts_of_the_fake_driver_judged_end_to_end(self):
         m = machine()

@@ -4,27 +4,36 @@
 Layers, lowest first; a module may use its own files and those of LOWER layers only, and the three
 middle modules never use each other:
 
-    common  <  planner | symmem | kernels  <  agree  <  preload  <  interpose  <  tools
+    common  <  driver  <  planner | symmem | kernels  <  agree  <  preload  <  interpose  <  tools
 
+The CUDA-free modules (planner, agree) use no driver/ either.
 checked on two graphs: the #include "module/..." lines of every library source, and the meson
 dependencies each module's meson.build links. Also:
   - no CUDA or NCCL header in common/, planner/, agree/ or the CUDA-free part of preload/
     (everything but engine.c, keep.c and timing.c: configuration, registry, statistics, trace
     file, event handlers, host table, the capture arena);
-  - no library source writes to stderr except the logger (common/log.c).
+  - no library source writes to stderr except the logger (common/log.c);
+  - driver/ is the only module that names a CUDA driver function (cuXxx(...)); the others call
+    the driver through its table (symmpin_cu.Xxx(...)), and no library source calls the CUDA
+    runtime (libsymmpin carries none: the four cuda* wrappers of interpose/ only forward the
+    program's calls to the program's runtime).
 """
 import os
 import re
 import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-LAYER = {"common": 0, "planner": 1, "symmem": 1, "kernels": 1, "agree": 2, "preload": 3,
-         "interpose": 4, "tools": 5}
+LAYER = {"common": 0, "driver": 1, "planner": 2, "symmem": 2, "kernels": 2, "agree": 3,
+         "preload": 4, "interpose": 5, "tools": 6}
+CUDA_FREE_MODULES = ("common", "planner", "agree")
 SOURCES = (".c", ".h", ".cu")
 SDK_HEADER = re.compile(r'#\s*include\s*[<"](cuda[^>"]*|nccl[^>"]*|cuda_runtime[^>"]*)[>"]')
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
 # meson variables that stand for a module's library, by prefix
-MESON_DEP = re.compile(r"\b(common|planner|symmem|kernels|agree|preload|interpose)_[a-z_]*(?:dep|lib)\b")
+MESON_DEP = re.compile(
+    r"\b(common|driver|planner|symmem|kernels|agree|preload|interpose)_[a-z_]*(?:dep|lib)\b")
+DRIVER_CALL = re.compile(r"(?<![.\w>])cu[A-Z]\w*\s*\(")
+RUNTIME_CALL = re.compile(r"(?<![.\w>])cuda[A-Z]\w*\s*\(")
 CUDA_FREE_PRELOAD_EXCEPT = {"engine.c", "keep.c", "timing.c"}
 LOGGER = os.path.join("common", "log.c")
 
@@ -36,6 +45,8 @@ def check(ok, what):
 
 
 def allowed(src, dst):
+    if dst == "driver" and src in CUDA_FREE_MODULES:
+        return False
     return src == dst or LAYER[dst] < LAYER[src]
 
 
@@ -51,7 +62,7 @@ for mod in LAYER:
     folder = os.path.join(ROOT, mod)
     files = sorted(f for f in os.listdir(folder) if f.endswith(SOURCES))
     check(bool(files), f"{mod}/ has sources")
-    bad_inc, sdk, stderr_use = [], [], []
+    bad_inc, sdk, stderr_use, cu_calls, rt_calls = [], [], [], [], []
     for f in files:
         text = open(os.path.join(folder, f), encoding="utf-8").read()
         code = strip_comments(text)
@@ -62,6 +73,11 @@ for mod in LAYER:
             mod == "preload" and f not in CUDA_FREE_PRELOAD_EXCEPT)
         if cuda_free and SDK_HEADER.search(code):
             sdk.append(f)
+        if mod != "driver" and f.endswith((".c", ".h")) and DRIVER_CALL.search(code):
+            cu_calls.append(f"{f}: {DRIVER_CALL.search(code).group(0)}")
+        # The wrappers' own definitions and the PFN typedefs of real.h are the program's runtime.
+        if mod not in ("interpose", "tools") and f.endswith((".c", ".h")) and RUNTIME_CALL.search(code):
+            rt_calls.append(f"{f}: {RUNTIME_CALL.search(code).group(0)}")
         if mod != "tools" and os.path.join(mod, f) != LOGGER and re.search(
                 r"\bstderr\b|\bSTDERR_FILENO\b|\bperror\s*\(|\bwrite\s*\(\s*2\s*,", code):
             stderr_use.append(f)
@@ -70,6 +86,10 @@ for mod in LAYER:
     if mod in ("common", "planner", "agree", "preload"):
         check(not sdk, f"{mod}/ (CUDA-free part) includes no CUDA or NCCL header" +
               (": " + ", ".join(sdk) if sdk else ""))
+    check(not cu_calls, f"{mod}/ names no CUDA driver function outside driver/" +
+          (": " + ", ".join(cu_calls) if cu_calls else ""))
+    check(not rt_calls, f"{mod}/ calls no CUDA runtime function" +
+          (": " + ", ".join(rt_calls) if rt_calls else ""))
     if mod != "tools":
         check(not stderr_use, f"{mod}/ writes to stderr only through the logger" +
               (": " + ", ".join(stderr_use) if stderr_use else ""))

@@ -2,9 +2,11 @@
  * (symmem/fdpass.c): chunks made with the driver's virtual memory API, offered as file
  * descriptors, mapped by every rank itself, released by each rank whenever it likes.
  *
- * FAKE: pool.c and fdpass.c are compiled into this test against a stand-in CUDA runtime and a
- * stand-in driver defined below, without libcudart or libcuda, so they run without a GPU. The
- * stand-in driver is faithful where it matters here: a "physical allocation" is a memfd, a mapping
+ * FAKE: pool.c, fdpass.c, devscope.c and driver/check.c are compiled into this test against a
+ * stand-in driver defined below -- the table symmpin_cu of driver/cu.h filled with the functions
+ * here, and symmpin_cu_open/usable/error_name -- without libcuda or driver/cu.c (and no CUDA
+ * runtime at all), so they run without a GPU. The stand-in driver is faithful where it matters
+ * here: a "physical allocation" is a memfd, a mapping
  * is an mmap of it at an address reserved with PROT_NONE, an exported handle is a duplicate of the
  * memfd, and memory lives while any handle or mapping of it does (the kernel's own reference
  * counting of the memfd across processes). Two ranks' mappings of one chunk are two addresses of
@@ -13,9 +15,8 @@
  * Criterion runs every test in its own process, so the counters start fresh in each. */
 #include <criterion/criterion.h>
 #include <cuda.h>
-#include <fcntl.h>
-#include <cuda_runtime_api.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -31,55 +32,59 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "driver/cu.h"
 #include "symmem/fdpass.h"
 #include "symmem/pool.h"
 
 #define MIB ((size_t)1 << 20)
 
-/* ---- stand-in CUDA runtime: what pool.c calls ---------------------------------------------- */
+/* ---- stand-in driver: devices, contexts, streams (what pool.c and devscope.c call) ---------- */
 
-static cudaError_t last_error;
 static __thread int cur_device;
-static __thread enum cudaStreamCaptureMode cur_mode = cudaStreamCaptureModeGlobal;
+static __thread CUstreamCaptureMode cur_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static char the_stream;
+static int stream_nonblocking; /* the_stream was created CU_STREAM_NON_BLOCKING */
 static int p2p = 1;          /* devices 0 and 1 reach each other */
-static int fail_memset;      /* the next cudaMemsetAsync fails */
-static int n_device_sync;    /* cudaDeviceSynchronize calls: the pool must make none */
+static int fail_memset;      /* the next cuMemsetD8Async fails */
+/* Work that synchronizes with the program's streams (a memset or a synchronize on the legacy
+ * default stream, or on a stream that is not non-blocking): the pool must do none. */
+static int n_device_sync;
 
-static cudaError_t fail(cudaError_t e) {
-  last_error = e;
-  return e;
+static CUresult fake_get_error_name(CUresult e, const char **name) {
+  *name = e == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_STAND_IN";
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaGetDeviceCount(int *count) {
+static CUresult fake_device_count(int *count) {
   *count = 2;
-  return cudaSuccess;
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
-  if (device < 0 || device >= 2) return fail(cudaErrorInvalidDevice);
-  memset(prop, 0, sizeof(*prop));
-  prop->uuid.bytes[0] = (char)(device + 1);
-  return cudaSuccess;
+static CUresult fake_device_uuid(CUuuid *uuid, CUdevice dev) {
+  if (dev < 0 || dev >= 2) return CUDA_ERROR_INVALID_DEVICE;
+  memset(uuid, 0, sizeof(*uuid));
+  uuid->bytes[0] = (char)(dev + 1);
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaGetDevice(int *device) {
-  *device = cur_device;
-  return cudaSuccess;
-}
-
-/* Contexts as since CUDA 12: cudaSetDevice makes (creates, the first time) the device's primary
- * context current; a thread starts with none. */
+/* Contexts as the driver has them: each device has a primary context, made (the first time) by
+ * cuDevicePrimaryCtxRetain or by the program's cudaSetDevice; a thread starts with none. */
 static char primary_ctx[2];
 static int ctx_made[2];
 static __thread CUcontext cur_ctx;
 
-cudaError_t cudaSetDevice(int device) {
-  if (device < 0 || device >= 2) return fail(cudaErrorInvalidDevice);
+/* What the program's cudaSetDevice does: the device's primary context current on the thread. */
+static void program_set_device(int device) {
   cur_device = device;
   cur_ctx = (CUcontext)(void *)&primary_ctx[device];
   ctx_made[device] = 1;
-  return cudaSuccess;
+}
+
+static CUresult fake_primary_retain(CUcontext *ctx, CUdevice dev) {
+  if (dev < 0 || dev >= 2) return CUDA_ERROR_INVALID_DEVICE;
+  ctx_made[dev] = 1;
+  *ctx = (CUcontext)(void *)&primary_ctx[dev];
+  return CUDA_SUCCESS;
 }
 
 static CUresult fake_ctx_get_current(CUcontext *ctx) {
@@ -93,63 +98,57 @@ static CUresult fake_ctx_set_current(CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
-cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
-  enum cudaStreamCaptureMode old = cur_mode;
+static CUresult fake_ctx_get_device(CUdevice *dev) {
+  if (!cur_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = cur_device;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_exchange_capture_mode(CUstreamCaptureMode *mode) {
+  CUstreamCaptureMode old = cur_mode;
   cur_mode = *mode;
   *mode = old;
-  return cudaSuccess;
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaGetLastError(void) {
-  cudaError_t e = last_error;
-  last_error = cudaSuccess;
-  return e;
+static CUresult fake_stream_create(CUstream *stream, unsigned int flags) {
+  if (!cur_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  stream_nonblocking = (flags & CU_STREAM_NON_BLOCKING) != 0;
+  *stream = (CUstream)(void *)&the_stream;
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
-
-const char *cudaGetErrorString(cudaError_t error) {
-  return error == cudaSuccess ? "no error (stand-in)" : "stand-in CUDA error";
+/* The legacy default stream (NULL, CU_STREAM_LEGACY), or a stream that is not non-blocking,
+ * synchronizes with the program's streams. */
+static void note_sync(CUstream stream) {
+  if (stream != (CUstream)(void *)&the_stream || !stream_nonblocking) n_device_sync++;
 }
 
-const char *cudaGetErrorName(cudaError_t error) {
-  return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn";
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
-  (void)flags;
-  *stream = (cudaStream_t)(void *)&the_stream;
-  return cudaSuccess;
-}
-
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
-  (void)stream;
+static CUresult fake_memset_d8_async(CUdeviceptr ptr, unsigned char value, size_t bytes,
+                                     CUstream stream) {
+  if (!cur_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  note_sync(stream);
   if (fail_memset) {
     fail_memset = 0;
-    return fail(cudaErrorLaunchFailure);
+    return CUDA_ERROR_LAUNCH_FAILED;
   }
-  memset(ptr, value, bytes);
-  return cudaSuccess;
+  memset((void *)(uintptr_t)ptr, value, bytes);
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+static CUresult fake_stream_synchronize(CUstream stream) {
+  note_sync(stream);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_stream_destroy(CUstream stream) {
   (void)stream;
-  return cudaSuccess;
+  return CUDA_SUCCESS;
 }
 
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  (void)stream;
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void) {
-  n_device_sync++;
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
+static CUresult fake_can_access_peer(int *can, CUdevice device, CUdevice peer) {
   *can = device == peer || p2p;
-  return cudaSuccess;
+  return CUDA_SUCCESS;
 }
 
 /* ---- stand-in driver: VMM over memfds ------------------------------------------------------ */
@@ -320,37 +319,59 @@ static CUresult fake_device_attribute(int *v, CUdevice_attribute a, CUdevice dev
   return CUDA_SUCCESS;
 }
 
-cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
-                                             unsigned long long flags,
-                                             enum cudaDriverEntryPointQueryResult *status) {
-  (void)version, (void)flags;
-  static const struct {
-    const char *name;
-    void *fn;
-  } table[] = {
-      {"cuMemCreate", (void *)fake_create},
-      {"cuMemRelease", (void *)fake_release},
-      {"cuMemAddressReserve", (void *)fake_reserve},
-      {"cuMemAddressFree", (void *)fake_address_free},
-      {"cuMemMap", (void *)fake_map},
-      {"cuMemUnmap", (void *)fake_unmap},
-      {"cuMemSetAccess", (void *)fake_set_access},
-      {"cuMemExportToShareableHandle", (void *)fake_export},
-      {"cuMemImportFromShareableHandle", (void *)fake_import},
-      {"cuMemGetAllocationGranularity", (void *)fake_granularity},
-      {"cuDeviceGet", (void *)fake_device_get},
-      {"cuCtxGetCurrent", (void *)fake_ctx_get_current},
-      {"cuCtxSetCurrent", (void *)fake_ctx_set_current},
-      {"cuDeviceGetAttribute", (void *)fake_device_attribute},
-  };
-  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-    if (!strcmp(table[i].name, symbol)) {
-      *fn = table[i].fn;
-      *status = cudaDriverEntryPointSuccess;
-      return cudaSuccess;
-    }
-  *status = cudaDriverEntryPointSymbolNotFound;
-  return cudaSuccess;
+/* The table (driver/cu.h), as symmpin_cu_open fills it from a driver; entries pool.c and
+ * devscope.c never call stay NULL. */
+static const symmpin_cu_table stand_in_table = {
+    .GetErrorName = fake_get_error_name,
+    .DeviceGet = fake_device_get,
+    .DeviceGetCount = fake_device_count,
+    .DeviceGetAttribute = fake_device_attribute,
+    .DeviceGetUuid = fake_device_uuid,
+    .DeviceCanAccessPeer = fake_can_access_peer,
+    .DevicePrimaryCtxRetain = fake_primary_retain,
+    .CtxGetCurrent = fake_ctx_get_current,
+    .CtxSetCurrent = fake_ctx_set_current,
+    .CtxGetDevice = fake_ctx_get_device,
+    .ThreadExchangeStreamCaptureMode = fake_exchange_capture_mode,
+    .StreamCreate = fake_stream_create,
+    .StreamDestroy = fake_stream_destroy,
+    .StreamSynchronize = fake_stream_synchronize,
+    .MemsetD8Async = fake_memset_d8_async,
+    .MemCreate = fake_create,
+    .MemRelease = fake_release,
+    .MemAddressReserve = fake_reserve,
+    .MemAddressFree = fake_address_free,
+    .MemMap = fake_map,
+    .MemUnmap = fake_unmap,
+    .MemSetAccess = fake_set_access,
+    .MemExportToShareableHandle = fake_export,
+    .MemImportFromShareableHandle = fake_import,
+    .MemGetAllocationGranularity = fake_granularity,
+};
+
+/* FAKE driver/cu.c. driver_usable = 0 (before the pool's first call) plays a process whose driver
+ * symmpin could not open: the table all NULL, as symmpin_cu_open leaves it then. */
+symmpin_cu_table symmpin_cu = stand_in_table;
+static int driver_usable = 1;
+static symmpin_cu_state stand_in_state = {.usable = true, .driver_version = 12000};
+
+static void driver_unusable(void) {
+  driver_usable = 0;
+  memset(&symmpin_cu, 0, sizeof symmpin_cu);
+  stand_in_state = (symmpin_cu_state){.driver_version = 11080};
+  snprintf(stand_in_state.why, sizeof stand_in_state.why,
+           "the driver supports CUDA 11.8; symmpin needs CUDA 12.0 or newer (driver r525+)");
+}
+
+const symmpin_cu_state *symmpin_cu_open(void) { return &stand_in_state; }
+
+bool symmpin_cu_usable(void) { return driver_usable != 0; }
+
+const char *symmpin_cu_error_name(CUresult e) {
+  const char *name = NULL;
+  if (symmpin_cu.GetErrorName && symmpin_cu.GetErrorName(e, &name) == CUDA_SUCCESS && name)
+    return name;
+  return "CUDA error (stand-in)";
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -399,7 +420,8 @@ static void expect_nothing_left(void) {
   cr_expect_eq(live_phys, 0, "%d physical allocations are still referenced", live_phys);
   cr_expect_eq(live_maps(), 0, "%d mappings are left", live_maps());
   cr_expect_eq(symmpin_fdpass_offers(), 0, "%d fd offers are left", symmpin_fdpass_offers());
-  cr_expect_eq(n_device_sync, 0, "the pool synchronized the device %d time(s)", n_device_sync);
+  cr_expect_eq(n_device_sync, 0, "the pool synchronized with the program's streams %d time(s)",
+               n_device_sync);
 }
 
 /* Both ranks destroy their pools: nothing may be left. */
@@ -658,6 +680,29 @@ Test(pool_vmm, a_device_that_cannot_export_fds_is_unsupported_with_a_reason) {
                "a device the driver does not know");
 }
 
+/* A process whose driver symmpin could not open (too old, or no GPU: driver/cu.h leaves the
+ * table all NULL): every pool function that needs the driver refuses -- the device check with the
+ * driver's reason -- and none calls it (a call through the empty table would crash the test). */
+Test(pool_vmm, without_a_usable_driver_every_pool_function_refuses) {
+  driver_unusable();
+  char why[200];
+  cr_expect_eq(symmpin_pool_device_check(0, why, sizeof why), SYMMPIN_ERR_UNSUPPORTED);
+  cr_expect(strstr(why, "CUDA 11.8") != NULL, "the driver's reason: %s", why);
+  symmpin_pool_facts facts[2];
+  memset(facts, 0, sizeof facts);
+  cr_expect_eq(symmpin_pool_facts_get(0, &facts[0]), SYMMPIN_ERR_CUDA);
+  cr_expect_eq(symmpin_pool_check_peers(facts, 2, why, sizeof why), SYMMPIN_ERR_CUDA);
+  cr_expect_not(symmpin_pool_p2p_ok(0, 1));
+  symmpin_pool *p;
+  cr_assert_eq(symmpin_pool_create(0, 2, 0, &p), SYMMPIN_OK);
+  unsigned char rec[SYMMPIN_POOL_EXPORT_BYTES];
+  cr_expect_eq(symmpin_pool_reserve(p, 1000, rec), SYMMPIN_ERR_CUDA);
+  symmpin_pool_destroy(p);
+  cr_expect_null(cur_ctx, "the thread was given a context");
+  cr_expect(!ctx_made[0] && !ctx_made[1], "a context was created");
+  expect_nothing_left();
+}
+
 /* A thread with no device (symmpin's watch thread, which may free a pool): the pool's calls run on
  * its device and leave the thread without a context, never creating one on device 0. A thread
  * with another device current gets it back. */
@@ -671,7 +716,7 @@ Test(pool_vmm, a_thread_is_left_with_the_context_it_had) {
   cr_expect_null(cur_ctx, "the thread was left with a context");
   cr_expect_eq(ctx_made[0], 0, "a context was created on device 0");
   cr_expect_eq(ctx_made[1], 1);
-  cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+  program_set_device(0);
   cr_assert_eq(symmpin_pool_create(0, 1, 1, &p), SYMMPIN_OK);
   grow(&p, 1, 1000);
   symmpin_pool_destroy(p);

@@ -5,8 +5,10 @@
 # (NCCL host ids through scripts/rank-env.sh, a /dev/shm per host where the step asks, bounded
 # runs, the teardown policy, the statistics checks, the summary). Then the same steps with one
 # side broken on purpose: a hang after the results only with symmpin, in both runs or only in NCCL
-# alone's, a wrong result, a board left behind, symmpin-life's call in flight run by NCCL. What
-# needs root (the two-host steps' mounts) is skipped where this runs without it.
+# alone's (C apps and torchrun, whose stop ends as the real one's: exit 1 after a SignalException;
+# tp_decode_compile among them), a wrong result (also next to NCCL alone's hang), a board left
+# behind, symmpin-life's call in flight run by NCCL. What needs root (the two-host steps' mounts)
+# is skipped where this runs without it.
 # Arguments: SOURCE_ROOT
 set -u
 root=$1
@@ -44,16 +46,28 @@ EOF
 cat >"$bin/torchrun" <<'EOF'
 #!/usr/bin/env bash
 # torchrun --standalone --nproc_per_node=N --no-python WRAPPER... PYTHON SCRIPT: N ranks of the
-# stand-in, started through WRAPPER (all but the last two words) with torchrun's variables.
+# stand-in, started through WRAPPER (all but the last two words) with torchrun's variables. It
+# ends as torchrun does: a failed rank is a ChildFailedError (exit 1); a TERM (the suite stopping
+# a run that hangs after its results) becomes torchrun's SignalException: it stops the ranks and
+# exits 1, not by the signal.
 n=1 args=()
 for a in "$@"; do case $a in --nproc_per_node=*) n=${a#*=} ;; --*) ;; *) args+=("$a") ;; esac; done
 pids=()
+on_term() {
+  echo "W torch/distributed/elastic/agent/server/api.py: Received 15 death signal, shutting down workers" >&2
+  kill -TERM "${pids[@]}" 2>/dev/null
+  wait
+  echo "torch.distributed.elastic.multiprocessing.api.SignalException: Process $$ got signal: 15" >&2
+  exit 1
+}
+trap on_term TERM
 for r in $(seq 0 $((n - 1))); do
   RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n "${args[@]:0:${#args[@]}-2}" python3 "$FAKE_APP" "torch-$(basename "${args[-1]}")" &
   pids+=($!)
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
+[ $rc -eq 0 ] || echo "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: a rank failed" >&2
 exit $rc
 EOF
 chmod +x "$fb"/tests/*/* "$bin"/*
@@ -121,6 +135,19 @@ expect wrong wrong:symmpin app_diverge FAIL
 expect life-inflight inflight-nccl:symmpin life FAIL
 expect torch-hang-sym hang-after:symmpin ddp FAIL "hung in teardown where NCCL alone ended"
 expect torch-hang-both hang-after:both ddp PASS "both hung in teardown"
+expect torch-hang-nccl hang-after:nccl ddp PASS "NCCL alone hung in teardown"
+# tp_decode_compile (issue 29): NCCL alone hangs in teardown after its results (ranks sharing a GPU,
+# a captured graph alive), torchrun stopped: PASS with the hang noted. A hang or a different
+# digest of symmpin's run still fails it.
+expect compile-hang-nccl hang-after:nccl tp_decode_compile PASS \
+  "NCCL alone hung in teardown after its results, with symmpin the run ended"
+expect compile-hang-sym hang-after:symmpin tp_decode_compile FAIL "with symmpin the run hung in teardown where NCCL alone ended"
+expect compile-hang-nccl-wrong hang-after:nccl,wrong:symmpin tp_decode_compile FAIL "NCCL alone hung in teardown"
+if grep -q "result lines missing or different" "$tmp/compile-hang-nccl-wrong/logs/tp_decode_compile.log"; then
+  ok "tp_decode_compile: symmpin's different digest fails the step where NCCL alone hung"
+else
+  no "tp_decode_compile: the different digest was not what failed the step"
+fi
 if [ $root_ok = 1 ]; then
   expect board leave-board:symmpin two_hosts FAIL
 else

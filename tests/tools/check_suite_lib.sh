@@ -55,6 +55,9 @@ ok) echo "RESULTS-DONE rank=0"; echo "RESULTS-DONE rank=1"; exit 0 ;;
 hang-after) echo "RESULTS-DONE rank=0"; echo "RESULTS-DONE rank=1"; exec sleep 60 ;;
 hang-before) echo "RESULTS-DONE rank=0"; exec sleep 60 ;;
 fail) echo "RESULTS-DONE rank=0"; exit 1 ;;
+torch-after) # torchrun's end on a TERM: a SignalException, its workers stopped, exit 1
+  trap 'echo "torch.distributed.elastic.multiprocessing.api.SignalException: Process $$ got signal: 15" >&2; exit 1' TERM
+  echo "RESULTS-DONE rank=0"; echo "RESULTS-DONE rank=1"; sleep 60 & wait ;;
 esac
 EOF
   echo "$OUT/job.sh"
@@ -75,6 +78,10 @@ if [ $((SECONDS - t0)) -le 8 ]; then ok "... stopped at the limit"; else no "the
 TEARDOWN_S=1 bounded_run "$OUT/fail.log" 20 2 bash "$(job)" fail
 rc=$?
 is "a failing run failed" "$rc/$(outcome_of "$OUT/fail.log" $rc)" 1/failed
+TEARDOWN_S=1 bounded_run "$OUT/torch-after.log" 20 2 bash "$(job)" torch-after
+rc=$?
+is "torchrun hanging after its results, stopped: exit 1 after its SignalException is that hang" \
+  "$rc/$(outcome_of "$OUT/torch-after.log" $rc)" 1/hung-after-results
 # A stop reaches the whole run (timeout's process group): a child of the job is gone too.
 cat >"$OUT/tree.sh" <<EOF
 sleep 60 & echo \$! >"$OUT/child.pid"; echo "RESULTS-DONE rank=0"; wait
@@ -96,6 +103,21 @@ printf 'launch: rank 0 hung before its results: stopped 600 s after the start\n'
 is "a C app's hang before results" "$(outcome_of "$OUT/c-before.log" 1)" hung-before-results
 printf 'symmpin-app: 10 passed, 0 failed\n' >"$OUT/c-ok.log"
 is "a C app that ended" "$(outcome_of "$OUT/c-ok.log" 0)" finished
+
+# ---- outcomes of made-up torchrun logs (torchrun exits 1 on the suite's TERM) ----
+stop_line='run: hung after its results: stopped 30 s after them (limit 30 s)'
+sig='torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal'
+printf 'RESULTS-DONE rank=0\nRESULTS-DONE rank=1\n%s: 15\n%s\nrun: exit status 1 after 95 s\n' "$sig" "$stop_line" >"$OUT/t-after.log"
+is "torchrun stopped after its results (exit 1, SignalException)" "$(outcome_of "$OUT/t-after.log" 1)" hung-after-results
+printf '%s: Signals.SIGTERM\n%s\n' "$sig" "$stop_line" >"$OUT/t-after-old.log"
+is "... as older Pythons print the signal" "$(outcome_of "$OUT/t-after-old.log" 1)" hung-after-results
+is "... any other status is a failure" "$(outcome_of "$OUT/t-after.log" 2)" failed
+printf '%s: 15\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n%s\n' "$sig" "$stop_line" >"$OUT/t-child.log"
+is "a failed rank (ChildFailedError) next to the stop is a failure" "$(outcome_of "$OUT/t-child.log" 1)" failed
+printf 'RESULTS-DONE rank=0\nRESULTS-DONE rank=1\n%s: 15\nlaunch: rank 1 hung after its results: stopped 60 s after them\n' "$sig" >"$OUT/t-other.log"
+is "exit 1 without the suite's own stop is a failure" "$(outcome_of "$OUT/t-other.log" 1)" failed
+printf 'RESULTS-DONE rank=0\nRESULTS-DONE rank=1\n%s\n' "$stop_line" >"$OUT/t-nosig.log"
+is "exit 1 after the stop without torchrun's SignalException is a failure" "$(outcome_of "$OUT/t-nosig.log" 1)" failed
 
 # ---- the teardown policy ----
 verdict() { local note rc; note=$(teardown_verdict "$1" "$2"); rc=$?; echo "$rc:${note:+note}"; }

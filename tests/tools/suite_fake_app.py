@@ -9,9 +9,10 @@ plumbing and policy, never the library.
 The C apps (symmpin-app, symmpin-trust, symmpin-dp, symmpin-life) start their ranks as the real ones do, through
 APP_RANK_WRAPPER (scripts/rank-env.sh), and each rank checks what the rig gave it: an NCCL host id
 of its own where ranks share a GPU, its host's /dev/shm (a file it leaves there only if told).
-FAKE_BREAK=KIND:SIDE (SIDE nccl, symmpin or both) breaks one side on purpose: hang-after (a rank
-sleeps after its results), wrong (a different result line), leave-board (a file left in /dev/shm),
-inflight-nccl (symmpin-life's trace: NCCL ran the all-reduce in flight at the revoke or shrink).
+FAKE_BREAK=KIND:SIDE[,KIND:SIDE...] (SIDE nccl, symmpin or both) breaks a side on purpose:
+hang-after (a rank sleeps after its results), wrong (a different result line or digest),
+leave-board (a file left in /dev/shm), inflight-nccl (symmpin-life's trace: NCCL ran the all-reduce
+in flight at the revoke or shrink); e.g. hang-after:nccl,wrong:symmpin breaks both sides.
 
     suite_fake_app.py AS [ARGS...]     AS: symmpin-app, symmpin-trust, symmpin-dp, symmpin-life,
                                            torch-<script>
@@ -28,8 +29,12 @@ from group_trace import group_trace  # beside this file
 NAME = sys.argv[1]
 ARGS = sys.argv[2:]
 SIDE = "symmpin" if "libsymmpin" in os.environ.get("LD_PRELOAD", "") else "nccl"
-KIND, _, BROKEN_SIDE = os.environ.get("FAKE_BREAK", "").partition(":")
-BROKEN = BROKEN_SIDE in (SIDE, "both")
+BREAKS = {tuple(b.partition(":")[::2]) for b in os.environ.get("FAKE_BREAK", "").split(",") if b}
+
+
+def broken(kind):
+    """Whether FAKE_BREAK breaks this side in this way."""
+    return (kind, SIDE) in BREAKS or (kind, "both") in BREAKS
 
 
 def opt(name, default=None):
@@ -96,12 +101,12 @@ def board(rank, nranks):
         return lambda: None
     path = f"/dev/shm/symmpin-fake-{os.getppid()}-{rank}"
     open(path, "w").close()
-    return lambda: None if KIND == "leave-board" and BROKEN else os.unlink(path)
+    return lambda: None if broken("leave-board") else os.unlink(path)
 
 
 def end(rank):
     say(f"RESULTS-DONE rank={rank}")
-    if KIND == "hang-after" and BROKEN:
+    if broken("hang-after"):
         time.sleep(600)
 
 
@@ -109,7 +114,7 @@ def end(rank):
 
 def app_rank(rank, nranks):
     done = board(rank, nranks)
-    wrong = "1" if KIND == "wrong" and BROKEN else "0"
+    wrong = "1" if broken("wrong") else "0"
     say(f"RESULT rank={rank} passed=367 failed=0 checksum=00ab{wrong}")
     say(f"TIME rank={rank} first_call_ms=12.0 checks_ms=900.0")
     split = int(opt("--split-hosts", "0"))
@@ -121,15 +126,17 @@ def app_rank(rank, nranks):
     if multi_host(nranks) and SIDE == "symmpin":
         # As the library does: on each host, a rank finds a peer missing from the host's board and
         # says so (here the host's first rank; each rank when every rank is a host of its own),
-        # then every rank says its agreements stop.
+        # then every rank says its agreements stop, naming the first rank missing from its host's
+        # board (the lowest rank of another host).
         host_ranks = nranks // split if split else 1
+        away = host_ranks if rank < host_ranks else 0
         if rank % host_ranks == 0:
             sys.stderr.write(f"fakehost:{os.getpid()}:7 [0] symmpin INFO comm 0 rank {rank}: rank "
-                             f"{(rank + host_ranks) % nranks} has not opened this host's board although "
+                             f"{away} has not opened this host's board although "
                              "the first all-reduce completed: it is on another host\n")
         sys.stderr.write(f"fakehost:{os.getpid()}:7 [0] symmpin INFO comm 0 rank {rank}/{nranks}: "
-                         "no more plan agreements on this communicator: ranks on several hosts, "
-                         "or a rank that missed two agreements in a row\n")
+                         "no more plan agreements on this communicator: ranks on several hosts: "
+                         f"rank {away} is missing from this host's board\n")
     if "--group-simulate" in ARGS:
         say(f"GROUPSIM rank={rank} call=184 count=1024 dtype=7 estimated_us=5.0 touched_bytes=0")
         trace = pattern("SYMMPIN_TRACE", rank)
@@ -203,7 +210,7 @@ def life_rank(rank, nranks):
         with open(trace, "w") as f:
             f.write(f"#symmpin-trace 1\n#rank={rank}\n")
             for i in range(1, calls + 1 + (rank == 0)):
-                nccl = i <= 16 or (i > calls and KIND == "inflight-nccl" and BROKEN)
+                nccl = i <= 16 or (i > calls and broken("inflight-nccl"))
                 f.write(f"{i} 0 1 ncclAllReduce rc=0 comm=0 count=1024 path={0 if nccl else 1}\n")
             if rank == 0 or sc == "revoke":
                 stop = "ncclCommRevoke rc=0 comm=0" if sc == "revoke" else "ncclCommShrink rc=0 comm=-1 parent=0"
@@ -223,7 +230,8 @@ def torch_rank(script, rank, nranks):
         say("tp_loop: 744 passed, 0 failed")
     elif script == "tp_decode.py":
         for mode in os.environ.get("TPD_MODES", "eager").split(","):
-            say(f"TPD-DIGEST rank={rank} hidden=4096 tokens=1 mode={mode} digest=0123")
+            say(f"TPD-DIGEST rank={rank} hidden=4096 tokens=1 mode={mode} "
+                f"digest=012{'4' if broken('wrong') else '3'}")
             if rank == 0:
                 say(f"TPD-TIME hidden=4096 tokens=1 mode={mode} calls=8 step_us=400.00 "
                     f"compute_us=300.00 allreduce_us={'nan' if mode == 'compile' else '9.00'}")

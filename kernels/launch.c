@@ -1,0 +1,350 @@
+/* symmpin_kernel_launch, symmpin_kernel_launch_group and symmpin_kernel_device_check
+ * (kernels/allreduce.h) on the host: the checks of a call, its kernel parameters, the module of
+ * the kernels on each device and the launches, all through the driver (driver/cu.h). The device
+ * code: kernels/allreduce.cu, embedded as one CUDA 12 cubin per architecture and PTX for newer
+ * GPUs (kernels/images); its entry points are found by name (kernels/names.h). */
+#include "kernels/allreduce.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "driver/cu.h"
+#include "kernels/images/images.h"
+#include "kernels/names.h"
+#include "kernels/oneshot_layout.h"
+#include "kernels/params.h"
+#include "kernels/select.h"
+
+/* ---- the entry points' names, from the lists (names.h) ---- */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define NAME_ENTRY_(family, number, dtype, op)                                                     \
+  [SYMMPIN_KERNEL_INDEX(number, SYMMPIN_##dtype, SYMMPIN_##op)] =                                  \
+      STR(SYMMPIN_KERNEL_NAME(family, dtype, op)),
+#define OP_NAMES_(dtype, op, value, str)                                                           \
+  SYMMPIN_KERNEL_IF(dtype, op, SYMMPIN_KERNEL_FAMILIES(NAME_ENTRY_, dtype, op))
+#define DTYPE_NAMES_(dtype, value, str, bytes) SYMMPIN_OPS_CTX(OP_NAMES_, dtype)
+/* NULL where a datatype or op has no kernel. */
+static const char *const kernel_names[SYMMPIN_KERNEL_COUNT] = {SYMMPIN_DTYPES(DTYPE_NAMES_)};
+
+static int kernel_index(int family, int dtype, int op) {
+  if (family < 0 || family >= SYMMPIN_KERNEL_FAMILY_COUNT || dtype < 0 ||
+      dtype >= SYMMPIN_DTYPE_COUNT || op < 0 || op >= SYMMPIN_OP_COUNT)
+    return -1;
+  int i = SYMMPIN_KERNEL_INDEX(family, dtype, op);
+  return kernel_names[i] ? i : -1;
+}
+
+/* ---- the kernels' module on each device ---- */
+
+/* Loaded once per device, into the context current at the first use there (the device's primary
+ * context: the one the program's runtime and symmpin's device scopes use), and kept for the
+ * process: a module is small next to the pools, and unloading it while a captured graph still
+ * launches its kernels would break the graph. */
+#define MAX_DEVICES 64
+typedef struct device_code {
+  _Atomic int state; /* 0 not tried, 1 loaded, 2 no code or failed (why says why) */
+  CUmodule module;
+  int cc;    /* compute capability x10, 0 unknown */
+  int image; /* the index in symmpin_kernel_images */
+  bool pdl;  /* the LL kernel is launched with programmatic dependent launch */
+  char why[256];
+  _Atomic(CUfunction) fn[SYMMPIN_KERNEL_COUNT]; /* found at first use */
+} device_code;
+static device_code devices[MAX_DEVICES];
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The device of the calling thread's current context, -1 if none. */
+static int current_device(void) {
+  CUcontext ctx = NULL;
+  CUdevice dev = -1;
+  if (!symmpin_cu_usable() || symmpin_cu.CtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx ||
+      symmpin_cu.CtxGetDevice(&dev) != CUDA_SUCCESS)
+    return -1;
+  return (int)dev;
+}
+
+static void load(int device, device_code *d) {
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if (symmpin_cu.DeviceGet(&dev, device) == CUDA_SUCCESS &&
+      symmpin_cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ==
+          CUDA_SUCCESS &&
+      symmpin_cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) ==
+          CUDA_SUCCESS)
+    d->cc = major * 10 + minor;
+  int arch[16], is_ptx[16], n = 0;
+  for (int i = 0; i < symmpin_kernel_image_count && n < 16; i++, n++) {
+    arch[i] = symmpin_kernel_images[i].arch;
+    is_ptx[i] = symmpin_kernel_images[i].is_ptx;
+  }
+  d->image = d->cc > 0 ? symmpin_kernel_image_pick(arch, is_ptx, n, d->cc) : -1;
+  const char *error = NULL;
+  if (d->image >= 0) {
+    CUresult r = symmpin_cu.ModuleLoadData(&d->module, symmpin_kernel_images[d->image].data);
+    CUfunction f = NULL;
+    int probe = kernel_index(SYMMPIN_ALGO_ONESHOT_LL, SYMMPIN_FLOAT32, SYMMPIN_SUM);
+    if (r == CUDA_SUCCESS && probe >= 0)
+      r = symmpin_cu.ModuleGetFunction(&f, d->module, kernel_names[probe]);
+    if (r == CUDA_SUCCESS) atomic_store(&d->fn[probe], f);
+    else error = symmpin_cu_error_name(r);
+  }
+  bool has_code = d->image >= 0 && !error;
+  /* The words of the refusal (select.c); the code, when there is some, decides PDL. */
+  if (symmpin_kernel_arch_check(device, d->cc, has_code, error, d->why, sizeof d->why) !=
+      SYMMPIN_OK) {
+    atomic_store(&d->state, 2);
+    return;
+  }
+  d->pdl = symmpin_kernel_pdl_usable(d->cc, symmpin_kernel_images[d->image].arch);
+  atomic_store(&d->state, 1);
+}
+
+/* The current device's code, loaded at the first call on it; NULL (why set) if it has none. */
+static device_code *device_code_get(int *device_out) {
+  int device = current_device();
+  if (device_out) *device_out = device;
+  if (device < 0 || device >= MAX_DEVICES) return NULL;
+  device_code *d = &devices[device];
+  if (atomic_load(&d->state) == 0) {
+    pthread_mutex_lock(&load_lock);
+    if (atomic_load(&d->state) == 0) load(device, d);
+    pthread_mutex_unlock(&load_lock);
+  }
+  return atomic_load(&d->state) == 1 ? d : NULL;
+}
+
+static CUfunction function_of(device_code *d, int index) {
+  CUfunction f = atomic_load_explicit(&d->fn[index], memory_order_acquire);
+  if (f) return f;
+  CUresult r = symmpin_cu.ModuleGetFunction(&f, d->module, kernel_names[index]);
+  if (r != CUDA_SUCCESS) {
+    SYMMPIN_WARN("all-reduce kernel: %s not found in the loaded module: %s", kernel_names[index],
+                 symmpin_cu_error_name(r));
+    return NULL;
+  }
+  atomic_store_explicit(&d->fn[index], f, memory_order_release);
+  return f;
+}
+
+/* Every refusal below is logged here, once, where it starts (the caller only falls back). */
+symmpin_status symmpin_kernel_device_check(char *why, size_t why_len) {
+  int device = -1;
+  device_code *d = device_code_get(&device);
+  if (d) {
+    if (why && why_len) why[0] = '\0';
+    return SYMMPIN_OK;
+  }
+  if (why && why_len) {
+    if (device >= 0 && device < MAX_DEVICES)
+      snprintf(why, why_len, "%s", devices[device].why);
+    else if (!symmpin_cu_usable())
+      snprintf(why, why_len, "the CUDA driver cannot serve symmpin: %s", symmpin_cu_open()->why);
+    else
+      snprintf(why, why_len, "no CUDA device is current on this thread");
+  }
+  return SYMMPIN_ERR_UNSUPPORTED;
+}
+
+/* ---- one call's checks and parameters ---- */
+
+static bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + bn && y < x + an;
+}
+
+/* Check one call and fill its kernel parameters, algorithm and geometry. Every refusal is logged
+ * here, once, where it starts (the caller only falls back). SYMMPIN_OK with g->blocks == 0: count
+ * 0, nothing to launch. */
+static symmpin_status prepare(const symmpin_kernel_call *c, symmpin_kernel_params *P,
+                              symmpin_kernel_algo *algo, symmpin_kernel_geometry *g) {
+  if (!c || c->nranks < 1 || c->nranks > SYMMPIN_KERNEL_MAX_RANKS || c->rank < 0 ||
+      c->rank >= c->nranks ||
+      (c->input != SYMMPIN_INPUT_STAGED && c->input != SYMMPIN_INPUT_IN_SLOT)) {
+    if (c)
+      SYMMPIN_WARN("all-reduce kernel: bad call (rank %d of %d, input form %d)", c->rank,
+                   c->nranks, (int)c->input);
+    else
+      SYMMPIN_WARN("all-reduce kernel: bad call (NULL)");
+    return SYMMPIN_ERR_INVALID;
+  }
+  if (!symmpin_kernel_supports(c->dtype, c->op)) {
+    SYMMPIN_WARN("all-reduce kernel: datatype %d / op %d not supported", c->dtype, c->op);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  *g = (symmpin_kernel_geometry){0, 0};
+  if (c->count == 0) return SYMMPIN_OK; /* nothing to reduce; every rank skips alike */
+  size_t need = symmpin_kernel_slot_bytes(c->count, c->dtype, c->nranks, c->input);
+  if (need == 0) {
+    SYMMPIN_WARN("all-reduce kernel: count %zu too large", c->count);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (c->slot_bytes < need) {
+    SYMMPIN_WARN("all-reduce kernel: slot of %zu bytes, call needs %zu", c->slot_bytes, need);
+    return SYMMPIN_ERR_INVALID;
+  }
+  for (int r = 0; r < c->nranks; r++) {
+    if (!c->slot[r] || ((uintptr_t)c->slot[r] % SYMMPIN_ONESHOT_UNIT_BYTES) != 0) {
+      SYMMPIN_WARN("all-reduce kernel: slot of rank %d is NULL or not 16-byte aligned", r);
+      return SYMMPIN_ERR_INVALID;
+    }
+  }
+  size_t bytes = c->count * symmpin_dtype_size(c->dtype);
+  if (!c->recv || (c->input == SYMMPIN_INPUT_STAGED && !c->send)) {
+    SYMMPIN_WARN("all-reduce kernel: NULL buffer");
+    return SYMMPIN_ERR_INVALID;
+  }
+  const char *own = (const char *)c->slot[c->rank];
+  char *data = (char *)c->slot[c->rank] + symmpin_kernel_in_slot_offset();
+  int inplace_slot = 0;
+  if (c->input == SYMMPIN_INPUT_STAGED) {
+    /* Threads read their input bytes before writing the same output bytes: identical buffers are
+     * fine, shifted overlaps or buffers inside the slot's staging are not. */
+    if ((c->send != c->recv && overlaps(c->send, bytes, c->recv, bytes)) ||
+        overlaps(c->send, bytes, own, c->slot_bytes) ||
+        overlaps(c->recv, bytes, own, c->slot_bytes)) {
+      SYMMPIN_WARN("all-reduce kernel: staged buffers overlap each other or the slot");
+      return SYMMPIN_ERR_UNSUPPORTED;
+    }
+  } else if (overlaps(c->recv, bytes, own, c->slot_bytes)) {
+    if (c->recv != data) {
+      SYMMPIN_WARN("all-reduce kernel: in-slot recv overlaps the slot but is not its data area");
+      return SYMMPIN_ERR_UNSUPPORTED;
+    }
+    inplace_slot = 1;
+  }
+
+  *algo = symmpin_kernel_algo_for(c->count, c->dtype, c->nranks, c->input);
+  *g = symmpin_kernel_geometry_for(c->count, c->dtype, c->nranks, c->input);
+  if (kernel_index((int)*algo, c->dtype, c->op) < 0 || g->blocks == 0) {
+    SYMMPIN_WARN("all-reduce kernel: no kernel for dtype %d op %d (algorithm %d)", c->dtype, c->op,
+                 (int)*algo);
+    return SYMMPIN_ERR_INTERNAL;
+  }
+  memset(P, 0, sizeof *P);
+  for (int r = 0; r < c->nranks; r++) P->slot[r] = (char *)c->slot[r];
+  P->send = (const char *)c->send;
+  P->recv = (char *)c->recv;
+  P->bytes = bytes;
+  P->units = symmpin_oneshot_units(c->count, c->dtype, *algo);
+  P->rank = c->rank;
+  P->nranks = c->nranks;
+  P->inplace_slot = inplace_slot;
+  P->site = c->site;
+  P->timeout = c->timeout_cycles;
+  P->error = c->error;
+  P->id = c->call_id;
+  return SYMMPIN_OK;
+}
+
+/* ---- launches ---- */
+
+/* Launch entry point `index` with `params` on `stream`; with programmatic dependent launch when
+ * asked and the device's code has it (kernels/device.cuh, griddep_wait()). */
+static symmpin_status launch_on(int index, void *params, symmpin_kernel_geometry g, void *stream,
+                                bool pdl_wanted) {
+  device_code *d = device_code_get(NULL);
+  CUfunction fn = d ? function_of(d, index) : NULL;
+  if (!fn) {
+    if (!d) SYMMPIN_WARN("all-reduce kernel: no kernel code for the current device");
+    return SYMMPIN_ERR_CUDA;
+  }
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = g.blocks;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = g.threads;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.hStream = (CUstream)stream;
+  CUlaunchAttribute pdl[1];
+  memset(pdl, 0, sizeof pdl);
+  pdl[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  pdl[0].value.programmaticStreamSerializationAllowed = 1;
+  if (pdl_wanted && d->pdl) {
+    cfg.attrs = pdl;
+    cfg.numAttrs = 1;
+  }
+  void *args[1] = {params};
+  CUresult r = symmpin_cu.LaunchKernelEx(&cfg, fn, args, NULL);
+  if (r != CUDA_SUCCESS) {
+    SYMMPIN_WARN("all-reduce kernel: launch failed: %s", symmpin_cu_error_name(r));
+    return SYMMPIN_ERR_CUDA;
+  }
+  return SYMMPIN_OK;
+}
+
+symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream) {
+  symmpin_kernel_params P;
+  symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
+  symmpin_kernel_geometry g;
+  symmpin_status st = prepare(c, &P, &algo, &g);
+  if (st != SYMMPIN_OK || g.blocks == 0) return st;
+  /* The latency-bound algorithm takes programmatic dependent launch: see griddep_wait(). */
+  return launch_on(kernel_index((int)algo, c->dtype, c->op), &P, g, stream,
+                   algo == SYMMPIN_ALGO_ONESHOT_LL);
+}
+
+/* The most blocks one group launch has: each call gets blocks of its own, and a group that needs
+ * more is launched in parts. One call's cap (SYMMPIN_ONESHOT_MAX_BLOCKS), so that the co-residency
+ * argument of docs/kernels.md "Geometry" holds for groups too: 128 failed on 2 x H200 with 8
+ * simulated ranks (4 grids of up to 128 spin-waiting blocks per GPU cannot all be resident). */
+#define GROUP_MAX_BLOCKS SYMMPIN_ONESHOT_MAX_BLOCKS
+
+symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n, void *stream) {
+  if (!calls || n < 1 || n > SYMMPIN_KERNEL_GROUP_MAX) {
+    SYMMPIN_WARN("all-reduce kernel: bad group of %d calls", n);
+    return SYMMPIN_ERR_INVALID;
+  }
+  /* Check every call before launching any part. */
+  for (int i = 0; i < n; i++) {
+    const symmpin_kernel_call *c = &calls[i];
+    if (c->dtype != calls[0].dtype || c->op != calls[0].op || c->input != SYMMPIN_INPUT_STAGED) {
+      SYMMPIN_WARN("all-reduce kernel: a group mixes datatypes, ops or input forms");
+      return SYMMPIN_ERR_INVALID;
+    }
+    for (int j = 0; j < i; j++)
+      if (overlaps(c->slot[c->rank], c->slot_bytes, calls[j].slot[calls[j].rank],
+                   calls[j].slot_bytes)) {
+        SYMMPIN_WARN("all-reduce kernel: calls %d and %d of a group share slot bytes", j, i);
+        return SYMMPIN_ERR_INVALID;
+      }
+    symmpin_kernel_params P;
+    symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
+    symmpin_kernel_geometry g;
+    symmpin_status st = prepare(c, &P, &algo, &g);
+    if (st != SYMMPIN_OK) return st;
+  }
+  int index = kernel_index(SYMMPIN_KERNEL_FAMILY_GROUP, calls[0].dtype, calls[0].op);
+  if (index < 0) return SYMMPIN_ERR_INTERNAL; /* supports() said yes: every family has it */
+  /* Then the launches: calls in order, each on blocks of its own, a new launch whenever the next
+   * call's blocks would pass GROUP_MAX_BLOCKS. */
+  symmpin_kernel_group_params G;
+  memset(&G, 0, sizeof G);
+  symmpin_kernel_geometry grid = {0, 0};
+  for (int i = 0; i < n; i++) {
+    symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
+    symmpin_kernel_geometry g;
+    (void)prepare(&calls[i], &G.call[G.n], &algo, &g); /* checked above */
+    if (g.blocks == 0) continue;                        /* count 0 */
+    if (G.n > 0 && grid.blocks + g.blocks > (unsigned)GROUP_MAX_BLOCKS) {
+      symmpin_status st = launch_on(index, &G, grid, stream, true);
+      if (st != SYMMPIN_OK) return st;
+      G.call[0] = G.call[G.n];
+      G.n = 0;
+      grid = (symmpin_kernel_geometry){0, 0};
+    }
+    G.algo[G.n] = (unsigned char)algo;
+    G.first[G.n] = (unsigned short)grid.blocks;
+    G.blocks[G.n] = (unsigned short)g.blocks;
+    G.threads[G.n] = (unsigned short)g.threads;
+    G.n++;
+    grid.blocks += g.blocks;
+    if (g.threads > grid.threads) grid.threads = g.threads;
+  }
+  if (G.n == 0) return SYMMPIN_OK;
+  return launch_on(index, &G, grid, stream, true);
+}
