@@ -51,8 +51,8 @@ for mode in "${MODES[@]}"; do
   echo "$b"
   [ -n "$a" ] && [ "$a" = "$b" ] || { echo "without:"; echo "$a"; fail "$mode: results differ"; }
   grep -q 'symmpin-app: [0-9]* passed, 0 failed' <<<"$b" || fail "$mode: failures"
-  grep -E "symmpin INFO CUDA runtime" "$OUT/$mode.symmpin.out" | head -n1
-  grep -q "the program's: libcudart.so.12 12\.[0-9]" "$OUT/$mode.symmpin.out" ||
+  grep -E "symmpin INFO CUDA driver" "$OUT/$mode.symmpin.out" | head -n1
+  grep -q "the program's CUDA runtime: libcudart.so.12 12\.[0-9]" "$OUT/$mode.symmpin.out" ||
     fail "$mode: the banner does not name the program's libcudart.so.12"
   grep -E "symmpin WARN" "$OUT/$mode.symmpin.out" | head -n 5
   red=$(cat "$OUT"/$mode.stats.*.json 2>/dev/null | grep -o '"redirected": [0-9]*' | awk '{s+=$2} END {print s+0}')

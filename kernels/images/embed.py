@@ -12,7 +12,8 @@ CUDA 12 driver (r525+). nvcc 13's cubins cannot: ptxas 13 writes ELF ABI version
 CUDA 12 drivers refuse, and its PTX says `.version 9.0`, which every 12.x ptxas and driver JIT
 refuses. So nvcc 13 makes only the PTX; its `.version` is lowered (the instructions in it are all
 older than that line says) and ptxas of CUDA 12.8 assembles it. Not 12.0's ptxas: it crashes on the
-sm_90 kernels above -O0. Python 3 standard library only.
+sm_90 kernels above -O0 (issue 27); 12.8 is also the first that knows sm_100 and sm_120, and its
+registers and spills are those of 13.0's. Python 3 standard library only.
 """
 import os
 import re
@@ -28,13 +29,15 @@ TOOLS_SUBDIR = "cuda-nvcc-12.8.93"
 
 # The .version the PTX is lowered to: PTX ISA 8.0, CUDA 12.0's, so the embedded PTX JITs on every
 # CUDA 12 driver. Nothing in the kernels needs more: their newest instructions are
-# griddepcontrol.* (PTX 7.8, sm_90) and ld.acquire/st.release (6.0); ptxas 12.8 accepts 7.8 for
-# sm_80..sm_90 too, but no CUDA 12 driver needs less than 8.0. A .target names its own minimum,
-# which ptxas 12.8 enforces (measured on an empty kernel): the Blackwell targets are newer than
-# CUDA 12.0, and only a driver that knows those GPUs (r570+, CUDA 12.8) ever loads their images.
+# griddepcontrol.* (PTX 7.8, sm_90) and ld.acquire/st.release (6.0). ptxas 12.8 takes these
+# kernels at 8.0 (and would at 7.8), but lower gains nothing: every CUDA 12 driver reads 8.0. A
+# .target has its own minimum, which ptxas enforces (measured with ptxas 12.8 on an empty kernel:
+# 7.8 for sm_80..sm_90, 8.6 for sm_100/sm_101, 8.7 for sm_120; sm_103 and sm_121 refused at any
+# version). Those Blackwell targets are newer than CUDA 12.0 anyway: only a driver that knows the
+# GPUs (r570+, CUDA 12.8) ever loads their images.
 PTX_FLOOR = (8, 0)
 TARGET_MIN = {100: (8, 6), 101: (8, 6), 120: (8, 7)}
-PTXAS_MAX_TARGET = 120  # ptxas 12.8 knows nothing newer (sm_103, sm_121 came with 12.9)
+PTXAS_MAX_TARGET = 120
 
 EM_CUDA = 190
 
