@@ -377,6 +377,18 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   return e;
 }
 
+void symmpin_engine_prepare(int device) {
+  if (device < 0 || !symmpin_banner_cuda_supported()) return;
+  symmpin_devscope s;
+  if (symmpin_devscope_enter(device, &s, NULL) != SYMMPIN_OK) {
+    symmpin_devscope_abandon(&s);
+    return;
+  }
+  char why[8];
+  (void)symmpin_kernel_device_check(why, sizeof why); /* kept per device by kernels/ */
+  symmpin_devscope_leave(&s);
+}
+
 static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_plan *p) {
   for (size_t i = 0; i < p->nsites; i++) {
     /* A plan entry's key is its call site (planner/record.h); its calls go to the slot of the

@@ -51,7 +51,8 @@ if ! ptxas_ok; then
   echo "== fetching ptxas of CUDA $release ($wheel, pip download) into $tools" >&2
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/symmpin-ptxas.XXXXXX")
   # --only-binary: the wheel, never a source build; pip picks this machine's platform's.
-  if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "$wheel" >&2; then
+  if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "$wheel" >&2
+  then
     rm -rf "$tmp"
     echo "setup: pip could not download $wheel; kernels/images/meson.build needs its bin/ptxas" >&2
     echo "  (or give meson setup -Dptxas12=PATH, a ptxas of CUDA $release)" >&2

@@ -52,7 +52,8 @@ def check_cubin(name, sm, path):
           field.get("Machine", "not an ELF file"))
     abi = field.get("ABI Version", "?")
     want = "7" if sm < 100 else "8"
-    check(abi == want, f"{name}: ELF ABI version {want} (CUDA 12's cubin format for sm_{sm})",
+    check(abi == want, f"{name}: ELF ABI version {want} (" +
+          ("CUDA 12's cubin format)" if sm < 100 else "what ptxas 12.8 writes for Blackwell)"),
           f"version {abi} (a ptxas 13 cubin?)")
     flags = int(field.get("Flags", "0").split(",")[0], 16)
     arch = flags & 0xFF if abi == "7" else (flags >> 8) & 0xFF

@@ -13,7 +13,7 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define NAME_(family, number, dtype, op) puts(STR(SYMMPIN_KERNEL_NAME(family, dtype, op)));
-#define OP_NAMES_(dtype, op, value, str) \
+#define OP_NAMES_(dtype, op, value, str)                                                           \
   SYMMPIN_KERNEL_IF(dtype, op, SYMMPIN_KERNEL_FAMILIES(NAME_, dtype, op))
 #define DTYPE_NAMES_(dtype, value, str, bytes) SYMMPIN_OPS_CTX(OP_NAMES_, dtype)
 
