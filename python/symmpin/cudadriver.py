@@ -28,7 +28,7 @@ CU_FUNCTIONS = (
     "cuStreamWaitEvent", "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord",
     "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuMemHostAlloc", "cuMemFreeHost",
     "cuMemHostGetDevicePointer", "cuMemsetD8Async", "cuUserObjectCreate", "cuUserObjectRelease",
-    "cuGraphRetainUserObject", "cuLibraryLoadData", "cuLibraryGetKernel", "cuKernelGetFunction",
+    "cuGraphRetainUserObject", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetAttribute",
     "cuLaunchKernelEx", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
     "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemExportToShareableHandle",
     "cuMemImportFromShareableHandle", "cuMemGetAllocationGranularity")
