@@ -58,11 +58,11 @@ typedef enum symmpin_dtype {
  * goes to NCCL. SYMMPIN_OPS_CTX(X, c) is the same list with a context passed along, X(c, NAME,
  * value, short name), for a list nested in another (the kernels' entry points: one per datatype
  * and op). */
-#define SYMMPIN_OPS_CTX(X, c) \
-  X(c, SUM, 0, "sum")         \
-  X(c, PROD, 1, "prod")       \
-  X(c, MAX, 2, "max")         \
-  X(c, MIN, 3, "min")         \
+#define SYMMPIN_OPS_CTX(X, c)                                                                      \
+  X(c, SUM, 0, "sum")                                                                              \
+  X(c, PROD, 1, "prod")                                                                            \
+  X(c, MAX, 2, "max")                                                                              \
+  X(c, MIN, 3, "min")                                                                              \
   X(c, AVG, 4, "avg")
 #define SYMMPIN_OPS_NO_CTX_(X, name, value, str) X(name, value, str)
 #define SYMMPIN_OPS(X) SYMMPIN_OPS_CTX(SYMMPIN_OPS_NO_CTX_, X)

@@ -32,7 +32,8 @@ static void open_driver(void) {
   }
   /* cuGetProcAddress_v2 (the query-result argument) exists from CUDA 12.0 drivers on. */
   PFN_cuGetProcAddress_v12000 get = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-  PFN_cuDriverGetVersion_v2020 version = (PFN_cuDriverGetVersion_v2020)dlsym(h, "cuDriverGetVersion");
+  PFN_cuDriverGetVersion_v2020 version =
+      (PFN_cuDriverGetVersion_v2020)dlsym(h, "cuDriverGetVersion");
   int v = -1;
   if (version && version(&v) == CUDA_SUCCESS) state.driver_version = v;
   if (state.driver_version >= 0 && state.driver_version < SYMMPIN_CU_ABI) {

@@ -34,52 +34,52 @@ extern "C" {
 /* Every driver function symmpin uses: X(name without "cu", the cudaTypedefs.h version of the form
  * that version SYMMPIN_CU_ABI returns). A function added here is resolved, checked and faked
  * (tests/fakes/fake_cuda.c) with the rest. */
-#define SYMMPIN_CU_FUNCTIONS(X)               \
-  X(GetErrorName, 6000)                       \
-  X(Init, 2000)                               \
-  X(DeviceGet, 2000)                          \
-  X(DeviceGetCount, 2000)                     \
-  X(DeviceGetAttribute, 2000)                 \
-  X(DeviceGetName, 2000)                      \
-  X(DeviceGetUuid, 11040)                     \
-  X(DeviceCanAccessPeer, 4000)                \
-  X(DevicePrimaryCtxRetain, 7000)             \
-  X(CtxGetCurrent, 4000)                      \
-  X(CtxSetCurrent, 4000)                      \
-  X(CtxGetDevice, 2000)                       \
-  X(StreamGetCaptureInfo, 11030)              \
-  X(ThreadExchangeStreamCaptureMode, 10010)   \
-  X(StreamCreate, 2000)                       \
-  X(StreamDestroy, 4000)                      \
-  X(StreamSynchronize, 2000)                  \
-  X(StreamWaitEvent, 3020)                    \
-  X(StreamQuery, 2000)                        \
-  X(EventCreate, 2000)                        \
-  X(EventDestroy, 4000)                       \
-  X(EventRecord, 2000)                        \
-  X(EventQuery, 2000)                         \
-  X(EventSynchronize, 2000)                   \
-  X(EventElapsedTime, 2000)                   \
-  X(MemHostAlloc, 2020)                       \
-  X(MemFreeHost, 2000)                        \
-  X(MemHostGetDevicePointer, 3020)            \
-  X(MemsetD8Async, 3020)                      \
-  X(UserObjectCreate, 11030)                  \
-  X(UserObjectRelease, 11030)                 \
-  X(GraphRetainUserObject, 11030)             \
-  X(ModuleLoadData, 2000)                     \
-  X(ModuleGetFunction, 2000)                  \
-  X(FuncGetAttribute, 2020)                   \
-  X(LaunchKernelEx, 11060)                    \
-  X(MemCreate, 10020)                         \
-  X(MemRelease, 10020)                        \
-  X(MemAddressReserve, 10020)                 \
-  X(MemAddressFree, 10020)                    \
-  X(MemMap, 10020)                            \
-  X(MemUnmap, 10020)                          \
-  X(MemSetAccess, 10020)                      \
-  X(MemExportToShareableHandle, 10020)        \
-  X(MemImportFromShareableHandle, 10020)      \
+#define SYMMPIN_CU_FUNCTIONS(X)                                                                    \
+  X(GetErrorName, 6000)                                                                            \
+  X(Init, 2000)                                                                                    \
+  X(DeviceGet, 2000)                                                                               \
+  X(DeviceGetCount, 2000)                                                                          \
+  X(DeviceGetAttribute, 2000)                                                                      \
+  X(DeviceGetName, 2000)                                                                           \
+  X(DeviceGetUuid, 11040)                                                                          \
+  X(DeviceCanAccessPeer, 4000)                                                                     \
+  X(DevicePrimaryCtxRetain, 7000)                                                                  \
+  X(CtxGetCurrent, 4000)                                                                           \
+  X(CtxSetCurrent, 4000)                                                                           \
+  X(CtxGetDevice, 2000)                                                                            \
+  X(StreamGetCaptureInfo, 11030)                                                                   \
+  X(ThreadExchangeStreamCaptureMode, 10010)                                                        \
+  X(StreamCreate, 2000)                                                                            \
+  X(StreamDestroy, 4000)                                                                           \
+  X(StreamSynchronize, 2000)                                                                       \
+  X(StreamWaitEvent, 3020)                                                                         \
+  X(StreamQuery, 2000)                                                                             \
+  X(EventCreate, 2000)                                                                             \
+  X(EventDestroy, 4000)                                                                            \
+  X(EventRecord, 2000)                                                                             \
+  X(EventQuery, 2000)                                                                              \
+  X(EventSynchronize, 2000)                                                                        \
+  X(EventElapsedTime, 2000)                                                                        \
+  X(MemHostAlloc, 2020)                                                                            \
+  X(MemFreeHost, 2000)                                                                             \
+  X(MemHostGetDevicePointer, 3020)                                                                 \
+  X(MemsetD8Async, 3020)                                                                           \
+  X(UserObjectCreate, 11030)                                                                       \
+  X(UserObjectRelease, 11030)                                                                      \
+  X(GraphRetainUserObject, 11030)                                                                  \
+  X(ModuleLoadData, 2000)                                                                          \
+  X(ModuleGetFunction, 2000)                                                                       \
+  X(FuncGetAttribute, 2020)                                                                        \
+  X(LaunchKernelEx, 11060)                                                                         \
+  X(MemCreate, 10020)                                                                              \
+  X(MemRelease, 10020)                                                                             \
+  X(MemAddressReserve, 10020)                                                                      \
+  X(MemAddressFree, 10020)                                                                         \
+  X(MemMap, 10020)                                                                                 \
+  X(MemUnmap, 10020)                                                                               \
+  X(MemSetAccess, 10020)                                                                           \
+  X(MemExportToShareableHandle, 10020)                                                             \
+  X(MemImportFromShareableHandle, 10020)                                                           \
   X(MemGetAllocationGranularity, 10020)
 
 typedef struct symmpin_cu_table {
@@ -100,7 +100,7 @@ typedef struct symmpin_cu_state {
   /* When not usable: why, for one INFO line ("no libcuda.so.1: ...", "the driver supports CUDA
    * 11.8; symmpin needs 12.0 or newer (r525+)", "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"). */
   char why[200];
-  int init_error;     /* cuInit's CUresult when it failed, else 0 */
+  int init_error; /* cuInit's CUresult when it failed, else 0 */
 } symmpin_cu_state;
 
 /* Open libcuda.so.1 and fill the table, once per process (thread-safe; later calls return the

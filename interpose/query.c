@@ -29,8 +29,7 @@ static int query_capturing(void *stream, unsigned long long *capture_id) {
   if (!symmpin_cu_usable()) return -1;
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
-  if (symmpin_cu.StreamGetCaptureInfo((CUstream)stream, &st, &id, NULL, NULL, NULL) !=
-      CUDA_SUCCESS)
+  if (symmpin_cu.StreamGetCaptureInfo((CUstream)stream, &st, &id, NULL, NULL, NULL) != CUDA_SUCCESS)
     return -1;
   if (capture_id) *capture_id = id;
   return st != CU_STREAM_CAPTURE_STATUS_NONE;

@@ -90,8 +90,10 @@ static void load(int device, device_code *d) {
     int probe = kernel_index(SYMMPIN_ALGO_ONESHOT_LL, SYMMPIN_FLOAT32, SYMMPIN_SUM);
     if (r == CUDA_SUCCESS && probe >= 0)
       r = symmpin_cu.ModuleGetFunction(&f, d->module, kernel_names[probe]);
-    if (r == CUDA_SUCCESS) atomic_store(&d->fn[probe], f);
-    else error = symmpin_cu_error_name(r);
+    if (r == CUDA_SUCCESS)
+      atomic_store(&d->fn[probe], f);
+    else
+      error = symmpin_cu_error_name(r);
   }
   bool has_code = d->image >= 0 && !error;
   /* The words of the refusal (select.c); the code, when there is some, decides PDL. */
@@ -166,8 +168,8 @@ static symmpin_status prepare(const symmpin_kernel_call *c, symmpin_kernel_param
       c->rank >= c->nranks ||
       (c->input != SYMMPIN_INPUT_STAGED && c->input != SYMMPIN_INPUT_IN_SLOT)) {
     if (c)
-      SYMMPIN_WARN("all-reduce kernel: bad call (rank %d of %d, input form %d)", c->rank,
-                   c->nranks, (int)c->input);
+      SYMMPIN_WARN("all-reduce kernel: bad call (rank %d of %d, input form %d)", c->rank, c->nranks,
+                   (int)c->input);
     else
       SYMMPIN_WARN("all-reduce kernel: bad call (NULL)");
     return SYMMPIN_ERR_INVALID;
@@ -329,7 +331,7 @@ symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int
     symmpin_kernel_algo algo = SYMMPIN_ALGO_ONESHOT_LL;
     symmpin_kernel_geometry g;
     (void)prepare(&calls[i], &G.call[G.n], &algo, &g); /* checked above */
-    if (g.blocks == 0) continue;                        /* count 0 */
+    if (g.blocks == 0) continue;                       /* count 0 */
     if (G.n > 0 && grid.blocks + g.blocks > (unsigned)GROUP_MAX_BLOCKS) {
       symmpin_status st = launch_on(index, &G, grid, stream, true);
       if (st != SYMMPIN_OK) return st;

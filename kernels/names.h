@@ -12,11 +12,11 @@
 /* The families of entry points, X(family, number, c1, c2) with a context passed along: the four
  * algorithms of one call (symmpin_kernel_algo, same numbers) and the group kernel, which runs
  * several staged calls of any family at once. */
-#define SYMMPIN_KERNEL_FAMILIES(X, c1, c2)          \
-  X(ll, SYMMPIN_ALGO_ONESHOT_LL, c1, c2)            \
-  X(copy, SYMMPIN_ALGO_ONESHOT_COPY, c1, c2)        \
-  X(in_slot, SYMMPIN_ALGO_ONESHOT_IN_SLOT, c1, c2)  \
-  X(twoshot, SYMMPIN_ALGO_TWOSHOT, c1, c2)          \
+#define SYMMPIN_KERNEL_FAMILIES(X, c1, c2)                                                         \
+  X(ll, SYMMPIN_ALGO_ONESHOT_LL, c1, c2)                                                           \
+  X(copy, SYMMPIN_ALGO_ONESHOT_COPY, c1, c2)                                                       \
+  X(in_slot, SYMMPIN_ALGO_ONESHOT_IN_SLOT, c1, c2)                                                 \
+  X(twoshot, SYMMPIN_ALGO_TWOSHOT, c1, c2)                                                         \
   X(group, SYMMPIN_KERNEL_FAMILY_GROUP, c1, c2)
 #define SYMMPIN_KERNEL_FAMILY_GROUP SYMMPIN_ALGO_COUNT
 #define SYMMPIN_KERNEL_FAMILY_COUNT (SYMMPIN_ALGO_COUNT + 1)
@@ -25,7 +25,7 @@
 #define SYMMPIN_KERNEL_NAME(family, dtype, op) symmpin_##family##_##dtype##_##op
 
 /* Expands `...` only when both the datatype and the op have kernels (select.h's entries are 1). */
-#define SYMMPIN_KERNEL_IF(dtype, op, ...) \
+#define SYMMPIN_KERNEL_IF(dtype, op, ...)                                                          \
   SYMMPIN_KERNEL_IF_(SYMMPIN_KERNEL_DTYPE_##dtype, SYMMPIN_KERNEL_OP_##op, __VA_ARGS__)
 #define SYMMPIN_KERNEL_IF_(d, o, ...) SYMMPIN_KERNEL_IF__(d, o, __VA_ARGS__)
 #define SYMMPIN_KERNEL_IF__(d, o, ...) SYMMPIN_KERNEL_IF_##d##o(__VA_ARGS__)
@@ -35,8 +35,8 @@
 #define SYMMPIN_KERNEL_IF_00(...)
 
 /* The index of an entry point in the host's tables. */
-#define SYMMPIN_KERNEL_INDEX(family, dtype, op) \
-  (((family) * SYMMPIN_DTYPE_COUNT + (dtype)) * SYMMPIN_OP_COUNT + (op))
+#define SYMMPIN_KERNEL_INDEX(family, dtype, op)                                                    \
+  (((family)*SYMMPIN_DTYPE_COUNT + (dtype)) * SYMMPIN_OP_COUNT + (op))
 #define SYMMPIN_KERNEL_COUNT (SYMMPIN_KERNEL_FAMILY_COUNT * SYMMPIN_DTYPE_COUNT * SYMMPIN_OP_COUNT)
 
 #endif

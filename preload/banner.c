@@ -267,7 +267,8 @@ void symmpin_banner_once(int device) {
   if (SYMMPIN_LOG_ON(SYMMPIN_LOG_INFO)) {
     const symmpin_banner_probe *p = probe_get();
     /* Only where the driver serves symmpin: its GPU questions would only fail. */
-    bool cuda_ok = symmpin_banner_cuda_support(f.driver_version, f.driver_usable) == SYMMPIN_CUDA_OK;
+    bool cuda_ok =
+        symmpin_banner_cuda_support(f.driver_version, f.driver_usable) == SYMMPIN_CUDA_OK;
     if (cuda_ok && p && p->gpu) p->gpu(device, &f);
     static char lines[SYMMPIN_BANNER_MAX_LINES][SYMMPIN_BANNER_LINE]; /* once per process */
     int n = symmpin_banner_lines(&f, lines, SYMMPIN_BANNER_MAX_LINES);

@@ -83,7 +83,7 @@ static bool fault_hits(const symmpin_comm *c, fault_kind kind, uint64_t n) {
 typedef struct slot_order {
   uint64_t offset;
   bool used;           /* the table entry holds a slot */
-  CUevent done;    /* created at the slot's first eager kernel */
+  CUevent done;        /* created at the slot's first eager kernel */
   int last_ord;        /* stream ordinal of the latest kernel; NO_KERNEL_YET before the first */
 } slot_order;
 #define NO_KERNEL_YET (-2)

@@ -44,7 +44,8 @@ static symmpin_errrec *errrec_get(void) {
                                                  CU_MEMHOSTALLOC_DEVICEMAP |
                                                      CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS ||
       SYMMPIN_CUDA_CHECK(symmpin_cu.MemHostGetDevicePointer(&dev, host, 0)) != CUDA_SUCCESS) {
-    if (host) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.MemFreeHost(host)); /* a record no kernel has seen */
+    if (host)
+      (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.MemFreeHost(host)); /* a record no kernel has seen */
     free(r);
     return NULL;
   }
@@ -79,14 +80,13 @@ bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUgraph graph = NULL;
   CUuserObject obj = NULL;
-  bool ok = SYMMPIN_CUDA_CHECK(symmpin_cu.StreamGetCaptureInfo((CUstream)stream, &status, NULL,
-                                                              &graph, NULL, NULL)) ==
-                CUDA_SUCCESS &&
+  bool ok = SYMMPIN_CUDA_CHECK(symmpin_cu.StreamGetCaptureInfo(
+                (CUstream)stream, &status, NULL, &graph, NULL, NULL)) == CUDA_SUCCESS &&
             status == CU_STREAM_CAPTURE_STATUS_ACTIVE && graph;
   if (ok) {
     atomic_fetch_add(&k->graphs, 1);
-    if (SYMMPIN_CUDA_CHECK(symmpin_cu.UserObjectCreate(&obj, k, graph_gone, 1,
-                                                CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)) != CUDA_SUCCESS) {
+    if (SYMMPIN_CUDA_CHECK(symmpin_cu.UserObjectCreate(
+            &obj, k, graph_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)) != CUDA_SUCCESS) {
       atomic_fetch_sub(&k->graphs, 1);
       ok = false;
     } else if (SYMMPIN_CUDA_CHECK(symmpin_cu.GraphRetainUserObject(
@@ -110,13 +110,15 @@ static bool keep_done(const symmpin_keep *k) {
   if (atomic_load(&k->graphs) != 0) return false;
   for (int i = 0; i < k->nevents; i++) {
     /* Another failure than "not ready": a broken context, where nothing runs any more. */
-    if (SYMMPIN_CUDA_QUERY(symmpin_cu.EventQuery(k->events[i])) == CUDA_ERROR_NOT_READY) return false;
+    if (SYMMPIN_CUDA_QUERY(symmpin_cu.EventQuery(k->events[i])) == CUDA_ERROR_NOT_READY)
+      return false;
   }
   return true;
 }
 
 static void keep_free(symmpin_keep *k) {
-  for (int i = 0; i < k->nevents; i++) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(k->events[i]));
+  for (int i = 0; i < k->nevents; i++)
+    (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(k->events[i]));
   free(k->events);
   symmpin_pool_destroy(k->pool);
   symmpin_errrec_put(k->err);

@@ -44,9 +44,12 @@ static int pair_start(symmpin_timing *timing, symmpin_comm *c, void *stream) {
     if (t->state != PAIR_FREE) continue;
     symmpin_devscope s; /* only sampled calls pay for the device switch */
     if (!device_enter(c, &s)) return -1;
-    bool ok = (t->start || SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&t->start, CU_EVENT_DEFAULT)) == CUDA_SUCCESS) &&
-              (t->end || SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&t->end, CU_EVENT_DEFAULT)) == CUDA_SUCCESS) &&
-              SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(t->start, (CUstream)stream)) == CUDA_SUCCESS;
+    bool ok =
+        (t->start || SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&t->start, CU_EVENT_DEFAULT)) ==
+                         CUDA_SUCCESS) &&
+        (t->end ||
+         SYMMPIN_CUDA_IGNORE(symmpin_cu.EventCreate(&t->end, CU_EVENT_DEFAULT)) == CUDA_SUCCESS) &&
+        SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(t->start, (CUstream)stream)) == CUDA_SUCCESS;
     symmpin_devscope_leave(&s);
     if (!ok) return -1;
     *t = (timing_pair){.start = t->start, .end = t->end, .state = PAIR_STARTED};
@@ -98,9 +101,10 @@ void symmpin_timing_end(symmpin_timing *timing, int pair, void *stream, bool ok)
   SYMMPIN_ASSERT(pair < SYMMPIN_TIMING_PAIRS);
   if (pair < 0 || !timing || timing->pairs[pair].state != PAIR_STARTED) return;
   timing_pair *t = &timing->pairs[pair];
-  t->state = ok && SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(t->end, (CUstream)stream)) == CUDA_SUCCESS
-                 ? PAIR_ENDED
-                 : PAIR_FREE;
+  t->state =
+      ok && SYMMPIN_CUDA_IGNORE(symmpin_cu.EventRecord(t->end, (CUstream)stream)) == CUDA_SUCCESS
+          ? PAIR_ENDED
+          : PAIR_FREE;
 }
 
 void symmpin_timing_end_on_device(symmpin_timing *timing, const symmpin_comm *c, int pair,
@@ -137,8 +141,10 @@ void symmpin_timing_read(symmpin_timing *timing, symmpin_comm *c, symmpin_choice
 void symmpin_timing_free(symmpin_timing *timing) {
   if (!timing) return;
   for (int i = 0; i < SYMMPIN_TIMING_PAIRS; i++) { /* never blocks, also for pending events */
-    if (timing->pairs[i].start) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(timing->pairs[i].start));
-    if (timing->pairs[i].end) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(timing->pairs[i].end));
+    if (timing->pairs[i].start)
+      (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(timing->pairs[i].start));
+    if (timing->pairs[i].end)
+      (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(timing->pairs[i].end));
   }
   free(timing);
 }

@@ -19,7 +19,8 @@ static CUresult primary_context(int device, CUcontext *ctx) {
   if (!primary[device]) {
     CUdevice dev;
     e = SYMMPIN_CUDA_IGNORE(symmpin_cu.DeviceGet(&dev, device));
-    if (e == CUDA_SUCCESS) e = SYMMPIN_CUDA_IGNORE(symmpin_cu.DevicePrimaryCtxRetain(&primary[device], dev));
+    if (e == CUDA_SUCCESS)
+      e = SYMMPIN_CUDA_IGNORE(symmpin_cu.DevicePrimaryCtxRetain(&primary[device], dev));
     if (e != CUDA_SUCCESS) primary[device] = NULL;
   }
   *ctx = primary[device];

@@ -16,8 +16,8 @@
 #include "common/types.h"
 
 typedef struct symmpin_devscope {
-  void *prev_ctx; /* CUcontext current before, NULL if none */
-  int prev_mode;  /* CUstreamCaptureMode before */
+  void *prev_ctx;  /* CUcontext current before, NULL if none */
+  int prev_mode;   /* CUstreamCaptureMode before */
   bool switched;   /* the device was changed */
 } symmpin_devscope;
 

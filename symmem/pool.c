@@ -185,7 +185,8 @@ static symmpin_status pool_map(const symmpin_pool *p, CUmemGenericAllocationHand
   access.location.id = p->device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   /* Fails where the pool's device cannot reach the memory's (no P2P). */
-  if (!pool_drv_ok(p, symmpin_cu.MemSetAccess(va, alloc, &access, 1), "cuMemSetAccess")) goto fail_map;
+  if (!pool_drv_ok(p, symmpin_cu.MemSetAccess(va, alloc, &access, 1), "cuMemSetAccess"))
+    goto fail_map;
   *out = (void *)(uintptr_t)va;
   return SYMMPIN_OK;
 fail_map:
@@ -217,7 +218,8 @@ static void pool_chunk_release_own(symmpin_pool *p, pool_chunk *c) {
   c->offer = 0;
   pool_unmap(p, c->local, c->alloc);
   c->local = NULL;
-  if (c->handle) pool_drv_ok(p, symmpin_cu.MemRelease((CUmemGenericAllocationHandle)c->handle), "cuMemRelease");
+  if (c->handle)
+    pool_drv_ok(p, symmpin_cu.MemRelease((CUmemGenericAllocationHandle)c->handle), "cuMemRelease");
   c->handle = 0;
 }
 
@@ -354,9 +356,10 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
   int fd = -1;
   pthread_once(&export_atfork_once, export_atfork_install);
   pthread_mutex_lock(&export_lock); /* no fork until the descriptor is close-on-exec (above) */
-  if (st == SYMMPIN_OK &&
-      !pool_drv_ok(p, symmpin_cu.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-                   "cuMemExportToShareableHandle"))
+  if (st == SYMMPIN_OK && !pool_drv_ok(p,
+                                       symmpin_cu.MemExportToShareableHandle(
+                                           &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                                       "cuMemExportToShareableHandle"))
     st = SYMMPIN_ERR_CUDA;
   if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
   pthread_mutex_unlock(&export_lock);
@@ -371,8 +374,10 @@ static symmpin_status pool_chunk_alloc(symmpin_pool *p, size_t alloc, pool_chunk
 static size_t pool_alloc_size(const symmpin_pool *p, size_t want) {
   CUmemAllocationProp prop = pool_prop(p->device);
   size_t g = 0;
-  if (!pool_drv_ok(p, symmpin_cu.MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-                   "cuMemGetAllocationGranularity") ||
+  if (!pool_drv_ok(
+          p,
+          symmpin_cu.MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+          "cuMemGetAllocationGranularity") ||
       g == 0)
     return 0;
   size_t unit = g > SYMMPIN_POOL_CHUNK_ALIGN ? g : SYMMPIN_POOL_CHUNK_ALIGN;
@@ -486,8 +491,10 @@ static symmpin_status pool_map_peer(symmpin_pool *p, pool_chunk *c, int r, const
   CUmemGenericAllocationHandle h = 0;
   char what[64];
   snprintf(what, sizeof(what), "cuMemImportFromShareableHandle (rank %d)", r);
-  bool ok = pool_drv_ok(
-      p, symmpin_cu.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), what);
+  bool ok = pool_drv_ok(p,
+                        symmpin_cu.MemImportFromShareableHandle(
+                            &h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                        what);
   close(fd);
   if (!ok) return SYMMPIN_ERR_CUDA;
   st = pool_map(p, h, c->alloc, &c->peer[r]);
@@ -648,10 +655,11 @@ symmpin_status symmpin_pool_device_check(int device, char *why, size_t why_len) 
   CUdevice dev;
   int vmm = 0, fd = 0;
   if (symmpin_cu.DeviceGet(&dev, device) != CUDA_SUCCESS ||
-      symmpin_cu.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) !=
-          CUDA_SUCCESS ||
-      symmpin_cu.DeviceGetAttribute(&fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-                           dev) != CUDA_SUCCESS) {
+      symmpin_cu.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                    dev) != CUDA_SUCCESS ||
+      symmpin_cu.DeviceGetAttribute(&fd,
+                                    CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                    dev) != CUDA_SUCCESS) {
     if (why && why_len) snprintf(why, why_len, "device %d: its attributes cannot be read", device);
     return SYMMPIN_ERR_UNSUPPORTED;
   }

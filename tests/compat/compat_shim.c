@@ -34,9 +34,12 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice dev) {
   if (dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
-  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = 9;
-  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = 0;
-  else return CUDA_ERROR_NOT_SUPPORTED;
+  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    *v = 9;
+  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    *v = 0;
+  else
+    return CUDA_ERROR_NOT_SUPPORTED;
   return CUDA_SUCCESS;
 }
 

@@ -89,9 +89,10 @@ Test(banner_preload, facts_from_the_runtime, .timeout = 60) {
   run("22803", "INFO", NULL, &r);
   cr_assert(strstr(r.out, "symmpin INFO NCCL 2.28.3 (symmpin built against " HEADER_NCCL), "%s",
             r.out);
-  cr_assert(strstr(r.out, "symmpin INFO CUDA driver supports CUDA 13.1 (symmpin uses it at the CUDA "
-                          "12.0 ABI, no runtime of its own); the program's CUDA runtime: "
-                          "libcudart.so.13 13.1\n"),
+  cr_assert(strstr(r.out,
+                   "symmpin INFO CUDA driver supports CUDA 13.1 (symmpin uses it at the CUDA "
+                   "12.0 ABI, no runtime of its own); the program's CUDA runtime: "
+                   "libcudart.so.13 13.1\n"),
             "%s", r.out);
   cr_assert(strstr(r.out, "symmpin INFO GPU 0: FAKE H200, compute capability 9.0 (sm_90)\n"), "%s",
             r.out);
