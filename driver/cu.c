@@ -66,7 +66,6 @@ static void open_driver(void) {
   if (r != CUDA_SUCCESS) {
     const char *name = NULL;
     if (t.GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "?";
-    state.init_error = (int)r;
     fail("cuInit failed: %s (%d)", name, (int)r);
     return;
   }

@@ -100,7 +100,6 @@ typedef struct symmpin_cu_state {
   /* When not usable: why, for one INFO line ("no libcuda.so.1: ...", "the driver supports CUDA
    * 11.8; symmpin needs 12.0 or newer (r525+)", "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"). */
   char why[200];
-  int init_error; /* cuInit's CUresult when it failed, else 0 */
 } symmpin_cu_state;
 
 /* Open libcuda.so.1 and fill the table, once per process (thread-safe; later calls return the

@@ -22,14 +22,11 @@
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define NAME_ENTRY_(family, number, dtype, op)                                                     \
+#define SYMMPIN_KERNEL_ENTRY(family, number, dtype, op)                                            \
   [SYMMPIN_KERNEL_INDEX(number, SYMMPIN_##dtype, SYMMPIN_##op)] =                                  \
       STR(SYMMPIN_KERNEL_NAME(family, dtype, op)),
-#define OP_NAMES_(dtype, op, value, str)                                                           \
-  SYMMPIN_KERNEL_IF(dtype, op, SYMMPIN_KERNEL_FAMILIES(NAME_ENTRY_, dtype, op))
-#define DTYPE_NAMES_(dtype, value, str, bytes) SYMMPIN_OPS_CTX(OP_NAMES_, dtype)
 /* NULL where a datatype or op has no kernel. */
-static const char *const kernel_names[SYMMPIN_KERNEL_COUNT] = {SYMMPIN_DTYPES(DTYPE_NAMES_)};
+static const char *const kernel_names[SYMMPIN_KERNEL_COUNT] = {SYMMPIN_KERNEL_ENTRIES};
 
 static int kernel_index(int family, int dtype, int op) {
   if (family < 0 || family >= SYMMPIN_KERNEL_FAMILY_COUNT || dtype < 0 ||

@@ -34,6 +34,16 @@
 #define SYMMPIN_KERNEL_IF_01(...)
 #define SYMMPIN_KERNEL_IF_00(...)
 
+/* Every entry point that exists, as SYMMPIN_KERNEL_ENTRY(family, number, dtype, op) for each
+ * family, datatype and op with a kernel: the one expansion of the name list on the host (the name
+ * table of kernels/launch.c, the images' test of kernels/images/dump_images.c). The user defines
+ * SYMMPIN_KERNEL_ENTRY before expanding SYMMPIN_KERNEL_ENTRIES. */
+#define SYMMPIN_KERNEL_ENTRIES SYMMPIN_DTYPES(SYMMPIN_KERNEL_ENTRIES_DTYPE_)
+#define SYMMPIN_KERNEL_ENTRIES_DTYPE_(dtype, value, str, bytes)                                    \
+  SYMMPIN_OPS_CTX(SYMMPIN_KERNEL_ENTRIES_OP_, dtype)
+#define SYMMPIN_KERNEL_ENTRIES_OP_(dtype, op, value, str)                                          \
+  SYMMPIN_KERNEL_IF(dtype, op, SYMMPIN_KERNEL_FAMILIES(SYMMPIN_KERNEL_ENTRY, dtype, op))
+
 /* The index of an entry point in the host's tables. */
 #define SYMMPIN_KERNEL_INDEX(family, dtype, op)                                                    \
   (((family)*SYMMPIN_DTYPE_COUNT + (dtype)) * SYMMPIN_OP_COUNT + (op))

@@ -3,7 +3,7 @@
  * "<index> <arch> <is_ptx> <size> <path>". check_images.py reads them back with readelf, so the
  * test sees the bytes the library links, not the build folder's cubins.
  * kernels_images_dump --names: the entry points every cubin must hold, one a line, expanded from
- * kernels/names.h exactly as kernels/launch.c expands its table of names. */
+ * kernels/names.h's SYMMPIN_KERNEL_ENTRIES, as kernels/launch.c's table of names is. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,14 +12,12 @@
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define NAME_(family, number, dtype, op) puts(STR(SYMMPIN_KERNEL_NAME(family, dtype, op)));
-#define OP_NAMES_(dtype, op, value, str)                                                           \
-  SYMMPIN_KERNEL_IF(dtype, op, SYMMPIN_KERNEL_FAMILIES(NAME_, dtype, op))
-#define DTYPE_NAMES_(dtype, value, str, bytes) SYMMPIN_OPS_CTX(OP_NAMES_, dtype)
+#define SYMMPIN_KERNEL_ENTRY(family, number, dtype, op)                                            \
+  puts(STR(SYMMPIN_KERNEL_NAME(family, dtype, op)));
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--names") == 0) {
-    SYMMPIN_DTYPES(DTYPE_NAMES_)
+    SYMMPIN_KERNEL_ENTRIES
     return 0;
   }
   if (argc != 2) {

@@ -18,7 +18,7 @@ WATCHED_ENV = ("SYMMPIN_DISABLE", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NV
 
 def build_facts():
     return {"version": _build.VERSION, "git": _build.GIT, "layout": _build.LAYOUT,
-            "kernel_archs": list(_build.KERNEL_ARCHS), "cuda_major": _build.CUDA_MAJOR}
+            "kernel_archs": list(_build.KERNEL_ARCHS)}
 
 
 def library_facts(env=None):

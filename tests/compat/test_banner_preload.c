@@ -179,6 +179,21 @@ Test(banner_preload, cuda_12_0_driver_is_served, .timeout = 60) {
   cr_assert_null(strstr(r.out, "symmpin WARN"), "%s", r.out);
 }
 
+/* A driver new enough that cannot serve symmpin (here cuInit fails, as on a machine without a GPU;
+ * a missing entry point takes the same path): one INFO line with the driver's reason, no WARN, no
+ * GPU question, and the program runs as without symmpin. */
+Test(banner_preload, failing_cuinit_is_one_info_line, .timeout = 60) {
+  spawn_result r;
+  run(NULL, "INFO", "SYMMPIN_TEST_CUINIT_ERROR=100", &r);
+  cr_assert_eq(count_of(r.out, "symmpin INFO the CUDA driver (CUDA 12.0) cannot serve symmpin: "
+                               "cuInit failed: CUDA_ERROR_NO_DEVICE (100); symmpin stays out of "
+                               "this process"),
+               1, "%s", r.out);
+  cr_assert_null(strstr(r.out, "symmpin WARN"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "stays out of this communicator"), "%s", r.out);
+  cr_assert(strstr(r.out, "GPU -1: (name unknown)"), "%s", r.out);
+}
+
 Test(banner_preload, old_driver_is_silent_at_the_default_level, .timeout = 60) {
   spawn_result r;
   run(NULL, "WARN", "SYMMPIN_TEST_DRIVER_VERSION=11080", &r);

@@ -21,7 +21,7 @@ def machine(ngpus=2, gpu=H200, p2p=True):
     """A machine where symmpin redirects: ngpus H200s with P2P between all, CUDA 13 driver,
     PyTorch with its cu13 runtime and NCCL 2.28.9, a loadable library, a roomy /dev/shm."""
     return {
-        "symmpin": {"version": "0.1.0", "git": "test", "layout": "build", "cuda_major": 13,
+        "symmpin": {"version": "0.1.0", "git": "test", "layout": "build",
                     "kernel_archs": ["sm_80", "sm_90", "sm_100", "sm_120", "compute_90"]},
         "library": {"path": "/x/libsymmpin.so.0", "error": None, "preload_ok": True,
                     "preload_output": ""},
