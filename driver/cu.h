@@ -67,9 +67,9 @@ extern "C" {
   X(UserObjectCreate, 11030)                                                                       \
   X(UserObjectRelease, 11030)                                                                      \
   X(GraphRetainUserObject, 11030)                                                                  \
-  X(ModuleLoadData, 2000)                                                                          \
-  X(ModuleGetFunction, 2000)                                                                       \
-  X(FuncGetAttribute, 2020)                                                                        \
+  X(LibraryLoadData, 12000)                                                                        \
+  X(LibraryGetKernel, 12000)                                                                       \
+  X(KernelGetFunction, 12000)                                                                      \
   X(LaunchKernelEx, 11060)                                                                         \
   X(MemCreate, 10020)                                                                              \
   X(MemRelease, 10020)                                                                             \

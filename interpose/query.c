@@ -13,16 +13,15 @@
 #include "preload/host.h"
 #include "preload/preload.h"
 
-/* The device of the thread's current context. A thread without one answers 0, as the program's
- * runtime would (cudaGetDevice): its next CUDA call makes device 0's primary context current. */
+/* The device of the thread's current context: one driver call on the per-call path. A thread
+ * without one (CUDA_ERROR_INVALID_CONTEXT) answers 0, as the program's runtime would
+ * (cudaGetDevice): its next CUDA call makes device 0's primary context current. */
 static int query_device(void) {
   if (!symmpin_cu_usable()) return -1;
-  CUcontext ctx = NULL;
-  if (symmpin_cu.CtxGetCurrent(&ctx) != CUDA_SUCCESS) return -1;
-  if (!ctx) return 0;
   CUdevice dev = -1;
-  if (symmpin_cu.CtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
-  return (int)dev;
+  CUresult r = symmpin_cu.CtxGetDevice(&dev);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) return 0;
+  return r == CUDA_SUCCESS ? (int)dev : -1;
 }
 
 static int query_capturing(void *stream, unsigned long long *capture_id) {

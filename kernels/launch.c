@@ -1,6 +1,7 @@
 /* symmpin_kernel_launch, symmpin_kernel_launch_group and symmpin_kernel_device_check
- * (kernels/allreduce.h) on the host: the checks of a call, its kernel parameters, the module of
- * the kernels on each device and the launches, all through the driver (driver/cu.h). The device
+ * (kernels/allreduce.h) on the host: the checks of a call, its kernel parameters, the kernels'
+ * images and each device's choice among them, and the launches, all through the driver
+ * (driver/cu.h). The device
  * code: kernels/allreduce.cu, embedded as one CUDA 12 cubin per architecture and PTX for newer
  * GPUs (kernels/images); its entry points are found by name (kernels/names.h). */
 #include "kernels/allreduce.h"
@@ -36,33 +37,84 @@ static int kernel_index(int family, int dtype, int op) {
   return kernel_names[i] ? i : -1;
 }
 
-/* ---- the kernels' module on each device ---- */
+/* ---- the kernels' images and each device's choice among them ---- */
 
-/* Loaded once per device, into the context current at the first use there (the device's primary
- * context: the one the program's runtime and symmpin's device scopes use), and kept for the
- * process: a module is small next to the pools, and unloading it while a captured graph still
- * launches its kernels would break the graph. */
+/* Each image is loaded once per process as a context-independent library (cuLibraryLoadData, CUDA
+ * 12.0): its kernels are loaded into whichever context launches them, the device's primary one or
+ * a context of the program's, and none dies with a context. Kept for the process: unloading a
+ * library while a captured graph still launches its kernels would break the graph. */
+#define MAX_IMAGES 16
+static CUlibrary libraries[MAX_IMAGES];                             /* under load_lock */
+static _Atomic(CUkernel) kernels[MAX_IMAGES][SYMMPIN_KERNEL_COUNT]; /* found at first use */
+
 #define MAX_DEVICES 64
 typedef struct device_code {
   _Atomic int state; /* 0 not tried, 1 loaded, 2 no code or failed (why says why) */
-  CUmodule module;
-  int cc;    /* compute capability x10, 0 unknown */
-  int image; /* the index in symmpin_kernel_images */
-  bool pdl;  /* the LL kernel is launched with programmatic dependent launch */
+  int cc;            /* compute capability x10, 0 unknown */
+  int image;         /* the index in symmpin_kernel_images */
+  bool pdl;          /* the LL kernel is launched with programmatic dependent launch */
   char why[256];
-  _Atomic(CUfunction) fn[SYMMPIN_KERNEL_COUNT]; /* found at first use */
+  /* The kernels as functions of the context current at the load (cuKernelGetFunction), found at
+   * their first launch there; a launch from another context of the device asks the driver. */
+  CUcontext ctx;
+  _Atomic(CUfunction) fn[SYMMPIN_KERNEL_COUNT];
 } device_code;
 static device_code devices[MAX_DEVICES];
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The device of the calling thread's current context, -1 if none. */
 static int current_device(void) {
-  CUcontext ctx = NULL;
   CUdevice dev = -1;
-  if (!symmpin_cu_usable() || symmpin_cu.CtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx ||
-      symmpin_cu.CtxGetDevice(&dev) != CUDA_SUCCESS)
-    return -1;
+  if (!symmpin_cu_usable() || symmpin_cu.CtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
   return (int)dev;
+}
+
+static CUkernel kernel_of(int image, int index) {
+  CUkernel k = atomic_load_explicit(&kernels[image][index], memory_order_acquire);
+  if (k) return k;
+  CUresult r = symmpin_cu.LibraryGetKernel(&k, libraries[image], kernel_names[index]);
+  if (r != CUDA_SUCCESS) {
+    SYMMPIN_WARN("all-reduce kernel: %s not found in the loaded image: %s", kernel_names[index],
+                 symmpin_cu_error_name(r));
+    return NULL;
+  }
+  atomic_store_explicit(&kernels[image][index], k, memory_order_release);
+  return k;
+}
+
+/* Kernel `index` of the device's image as a function of the current context. */
+static CUfunction function_of(device_code *d, int index) {
+  CUcontext ctx = NULL;
+  bool cached = symmpin_cu.CtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx && ctx == d->ctx;
+  CUfunction f = cached ? atomic_load_explicit(&d->fn[index], memory_order_acquire) : NULL;
+  if (f) return f;
+  CUkernel k = kernel_of(d->image, index);
+  if (!k) return NULL;
+  CUresult r = symmpin_cu.KernelGetFunction(&f, k);
+  if (r != CUDA_SUCCESS) {
+    SYMMPIN_WARN("all-reduce kernel: %s cannot be loaded into the current context: %s",
+                 kernel_names[index], symmpin_cu_error_name(r));
+    return NULL;
+  }
+  if (cached) atomic_store_explicit(&d->fn[index], f, memory_order_release);
+  return f;
+}
+
+/* Load image i (under load_lock) and load its probe kernel into the current context: with lazy
+ * loading (CUDA 12.2+) nothing else would load before the first launch. */
+static CUresult image_load(int i) {
+  CUresult r = CUDA_SUCCESS;
+  if (!libraries[i])
+    r = symmpin_cu.LibraryLoadData(&libraries[i], symmpin_kernel_images[i].data, NULL, NULL, 0,
+                                   NULL, NULL, 0);
+  int probe = kernel_index(SYMMPIN_ALGO_ONESHOT_LL, SYMMPIN_FLOAT32, SYMMPIN_SUM);
+  CUkernel k = NULL;
+  CUfunction f = NULL;
+  if (r == CUDA_SUCCESS && probe >= 0)
+    r = symmpin_cu.LibraryGetKernel(&k, libraries[i], kernel_names[probe]);
+  if (r == CUDA_SUCCESS) r = symmpin_cu.KernelGetFunction(&f, k);
+  if (r == CUDA_SUCCESS) atomic_store(&kernels[i][probe], k);
+  return r;
 }
 
 static void load(int device, device_code *d) {
@@ -74,32 +126,42 @@ static void load(int device, device_code *d) {
       symmpin_cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) ==
           CUDA_SUCCESS)
     d->cc = major * 10 + minor;
-  int arch[16], is_ptx[16], n = 0;
-  for (int i = 0; i < symmpin_kernel_image_count && n < 16; i++, n++) {
-    arch[i] = symmpin_kernel_images[i].arch;
-    is_ptx[i] = symmpin_kernel_images[i].is_ptx;
+  int arch[MAX_IMAGES], is_ptx[MAX_IMAGES], n = 0;
+  for (; n < symmpin_kernel_image_count && n < MAX_IMAGES; n++) {
+    arch[n] = symmpin_kernel_images[n].arch;
+    is_ptx[n] = symmpin_kernel_images[n].is_ptx;
   }
   d->image = d->cc > 0 ? symmpin_kernel_image_pick(arch, is_ptx, n, d->cc) : -1;
-  const char *error = NULL;
-  if (d->image >= 0) {
-    CUresult r = symmpin_cu.ModuleLoadData(&d->module, symmpin_kernel_images[d->image].data);
-    CUfunction f = NULL;
-    int probe = kernel_index(SYMMPIN_ALGO_ONESHOT_LL, SYMMPIN_FLOAT32, SYMMPIN_SUM);
-    if (r == CUDA_SUCCESS && probe >= 0)
-      r = symmpin_cu.ModuleGetFunction(&f, d->module, kernel_names[probe]);
-    if (r == CUDA_SUCCESS)
-      atomic_store(&d->fn[probe], f);
-    else
-      error = symmpin_cu_error_name(r);
+  CUresult r = d->image >= 0 ? image_load(d->image) : CUDA_SUCCESS;
+  /* A cubin the driver refuses (an image it cannot load): the PTX, if there is one for the GPU. */
+  if (r != CUDA_SUCCESS && !is_ptx[d->image]) {
+    for (int i = 0; i < n; i++) is_ptx[i] = is_ptx[i] ? 1 : 2; /* cubins out of the choice */
+    int ptx = symmpin_kernel_image_pick(arch, is_ptx, n, d->cc);
+    if (ptx >= 0 && is_ptx[ptx] == 1) {
+      CUresult rp = image_load(ptx);
+      SYMMPIN_INFO("device %d: the driver refused the sm_%d image (%s); the compute_%d PTX %s",
+                   device, arch[d->image], symmpin_cu_error_name(r), arch[ptx],
+                   rp == CUDA_SUCCESS ? "serves instead" : "failed too");
+      if (rp == CUDA_SUCCESS) d->image = ptx, r = rp;
+    }
   }
-  bool has_code = d->image >= 0 && !error;
+  if (d->image >= 0 && r != CUDA_SUCCESS) {
+    /* Code exists for this GPU, and the driver would not load it: say so (not "no code"). */
+    snprintf(d->why, sizeof d->why,
+             "the CUDA driver cannot load symmpin's kernels for device %d (sm_%d, %s image): %s",
+             device, d->cc, symmpin_kernel_images[d->image].is_ptx ? "PTX" : "cubin",
+             symmpin_cu_error_name(r));
+    atomic_store(&d->state, 2);
+    return;
+  }
   /* The words of the refusal (select.c); the code, when there is some, decides PDL. */
-  if (symmpin_kernel_arch_check(device, d->cc, has_code, error, d->why, sizeof d->why) !=
+  if (symmpin_kernel_arch_check(device, d->cc, d->image >= 0, NULL, d->why, sizeof d->why) !=
       SYMMPIN_OK) {
     atomic_store(&d->state, 2);
     return;
   }
   d->pdl = symmpin_kernel_pdl_usable(d->cc, symmpin_kernel_images[d->image].arch);
+  if (symmpin_cu.CtxGetCurrent(&d->ctx) != CUDA_SUCCESS) d->ctx = NULL;
   atomic_store(&d->state, 1);
 }
 
@@ -115,19 +177,6 @@ static device_code *device_code_get(int *device_out) {
     pthread_mutex_unlock(&load_lock);
   }
   return atomic_load(&d->state) == 1 ? d : NULL;
-}
-
-static CUfunction function_of(device_code *d, int index) {
-  CUfunction f = atomic_load_explicit(&d->fn[index], memory_order_acquire);
-  if (f) return f;
-  CUresult r = symmpin_cu.ModuleGetFunction(&f, d->module, kernel_names[index]);
-  if (r != CUDA_SUCCESS) {
-    SYMMPIN_WARN("all-reduce kernel: %s not found in the loaded module: %s", kernel_names[index],
-                 symmpin_cu_error_name(r));
-    return NULL;
-  }
-  atomic_store_explicit(&d->fn[index], f, memory_order_release);
-  return f;
 }
 
 /* Every refusal below is logged here, once, where it starts (the caller only falls back). */

@@ -177,10 +177,14 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
    * primary one (retained for good), never none (the driver makes none implicitly) nor a context
    * of the program's, which the program may destroy. */
   symmpin_devscope s;
-  if (device_enter(c, &s)) {
-    e->keep = symmpin_keep_new(e->pool, c->device, &rec);
-    symmpin_devscope_leave(&s);
+  if (symmpin_devscope_enter_primary(c->device, &s) != SYMMPIN_OK) {
+    symmpin_devscope_abandon(&s);
+    SYMMPIN_WARN("comm %d: device %d cannot be made current for the kernels' error record",
+                 c->ordinal, c->device);
+    return SYMMPIN_ERR_CUDA;
   }
+  e->keep = symmpin_keep_new(e->pool, c->device, &rec);
+  symmpin_devscope_leave(&s);
   if (!e->keep) {
     SYMMPIN_WARN("comm %d: cannot allocate the kernels' error record", c->ordinal);
     return SYMMPIN_ERR_CUDA;
@@ -346,8 +350,8 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
     }
   }
   if (!symmpin_banner_cuda_supported()) {
-    /* The driver cannot run symmpin's own CUDA runtime: no CUDA call at all, and no line per
-     * communicator (the process's one INFO line said why: preload/banner.h). */
+    /* The driver cannot serve symmpin: no CUDA call at all, and no line per communicator (the
+     * process's one INFO line said why: preload/banner.h). */
     e->off_reason = SYMMPIN_REASON_COMM;
     return e;
   }
@@ -375,6 +379,18 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
     engine_off(c, e, SYMMPIN_REASON_ERROR, "setup failed (see the warning above)");
   }
   return e;
+}
+
+void symmpin_engine_prepare(int device) {
+  if (device < 0 || !symmpin_banner_cuda_supported()) return;
+  symmpin_devscope s;
+  if (symmpin_devscope_enter(device, &s, NULL) != SYMMPIN_OK) {
+    symmpin_devscope_abandon(&s);
+    return;
+  }
+  char why[8];
+  (void)symmpin_kernel_device_check(why, sizeof why); /* kept per device by kernels/ */
+  symmpin_devscope_leave(&s);
 }
 
 static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_plan *p) {
@@ -852,15 +868,26 @@ static void engine_free_host(struct symmpin_engine_comm *e) {
  * every graph that captured them is gone (keep.h). A peer's kernel may still write into this
  * rank's chunks: its mapping holds them. The communicator's entry keeps its reference to the
  * record for threads that still read it (comm_async_error). */
+/* The communicator's CUDA objects go (the first call's event, the timing pairs, the slots' events
+ * handed to the keep) in its device's context, whatever thread ends the communicator: a watchdog
+ * thread that aborts it, or the exiting main thread, may have no context current, and the driver
+ * makes none implicitly. */
+static void engine_free_cuda(symmpin_comm *c, struct symmpin_engine_comm *e) {
+  bool first = e->first == FIRST_RECORDED || e->first == FIRST_DONE;
+  symmpin_devscope s;
+  bool scoped = (e->timing || first || e->keep || e->norders) && device_enter(c, &s);
+  symmpin_timing_free(e->timing);
+  e->timing = NULL;
+  if (first) (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->first_ev));
+  orders_free(e);
+  if (scoped) symmpin_devscope_leave(&s);
+}
+
 void symmpin_engine_comm_abandon(symmpin_comm *c) {
   struct symmpin_engine_comm *e = c->engine;
   if (!e) return;
   c->engine = NULL;
-  symmpin_timing_free(e->timing);
-  e->timing = NULL;
-  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
-    (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->first_ev));
-  orders_free(e);
+  engine_free_cuda(c, e);
   engine_free_host(e);
 }
 
@@ -884,10 +911,6 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
   const volatile uint32_t *failed = atomic_load(&c->kernel_failed);
   if (failed && *failed && !e->err_host->aborted)
     symmpin_comm_fail(c, SYMMPIN_NCCL_REMOTE_ERROR, "a kernel gave up waiting for a peer");
-  symmpin_timing_free(e->timing);
-  e->timing = NULL;
-  if (e->first == FIRST_RECORDED || e->first == FIRST_DONE)
-    (void)SYMMPIN_CUDA_IGNORE(symmpin_cu.EventDestroy(e->first_ev));
-  orders_free(e);
+  engine_free_cuda(c, e);
   engine_free_host(e);
 }

@@ -66,6 +66,11 @@ void symmpin_engine_comm_release(symmpin_comm *c);
  * stuck ones the program is aborting); device memory goes once they have given up
  * (preload/keep.h). */
 void symmpin_engine_comm_abandon(symmpin_comm *c);
+/* Load the kernels for `device` ahead of a communicator's first all-reduce (the driver opened,
+ * the device's image loaded and its first kernel found: the work that would otherwise stall that
+ * call), from the communicator's init, where NCCL's own set-up takes far longer. Never fails
+ * visibly: a failure is found again, and reported, at the first all-reduce. */
+void symmpin_engine_prepare(int device);
 /* Free what ended communicators left to their kernels, where those are done (never waits).
  * The watch thread calls it every tick, also when no communicator is left. */
 void symmpin_engine_drain(void);

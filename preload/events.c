@@ -284,8 +284,11 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
                    c->ordinal, rank, nranks, device, blocking ? "" : " non-blocking",
                    (unsigned long long)key_hi, (unsigned long long)key_lo);
       note_rank(rank);
-      /* A communicator symmpin may redirect for: watch it (one thread for all, started once). */
+      /* A communicator symmpin may redirect for: watch it (one thread for all, started once),
+       * and load the kernels now rather than at its first all-reduce. */
       if (nranks != 1 && !atomic_load(&exited)) symmpin_watch_start(symmpin_config_get()->watch_ms);
+      if ((nranks != 1 || symmpin_config_get()->test_one_rank) && !atomic_load(&exited))
+        symmpin_engine_prepare(device);
     }
   } else if (comm) {
     c = register_passthrough(comm, rank, nranks, device, blocking,

@@ -28,7 +28,17 @@ static CUresult primary_context(int device, CUcontext *ctx) {
   return e;
 }
 
+static symmpin_status enter(int device, symmpin_devscope *s, bool *runtime_gone, bool primary_only);
+
 symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *runtime_gone) {
+  return enter(device, s, runtime_gone, false);
+}
+
+symmpin_status symmpin_devscope_enter_primary(int device, symmpin_devscope *s) {
+  return enter(device, s, NULL, true);
+}
+
+static symmpin_status enter(int device, symmpin_devscope *s, bool *runtime_gone, bool primary_only) {
   if (runtime_gone) *runtime_gone = false;
   s->prev_ctx = NULL;
   s->prev_mode = (int)CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -43,12 +53,14 @@ symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *run
   CUdevice cur_dev = -1;
   if (e == CUDA_SUCCESS && cur) e = SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxGetDevice(&cur_dev));
   CUcontext want = NULL;
-  /* The device's primary context, unless the thread has it current already (a program's
-   * own context on that device counts: its allocations and streams live there). */
-  if (e == CUDA_SUCCESS && (!cur || cur_dev != device)) {
+  /* The device's primary context, unless the thread has a context of that device current
+   * already (a program's own context counts: its streams live there) and any will do. */
+  if (e == CUDA_SUCCESS && (!cur || cur_dev != device || primary_only)) {
     e = primary_context(device, &want);
-    if (e == CUDA_SUCCESS) e = SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxSetCurrent(want));
-    s->switched = e == CUDA_SUCCESS;
+    if (e == CUDA_SUCCESS && want != cur) {
+      e = SYMMPIN_CUDA_IGNORE(symmpin_cu.CtxSetCurrent(want));
+      s->switched = e == CUDA_SUCCESS;
+    }
   }
   if (e != CUDA_SUCCESS) {
     /* Only the driver shutting down means "the process is exiting". */

@@ -27,6 +27,10 @@ typedef struct symmpin_devscope {
  * is shutting down: nothing to do, nothing to log). Logs nothing above INFO (the failed CUDA call:
  * driver/check.h); the caller says what the failure means. */
 symmpin_status symmpin_devscope_enter(int device, symmpin_devscope *s, bool *runtime_gone);
+/* The same with the device's primary context current even where the thread has a context of
+ * its own on that device: for what must outlive any context of the program's (host memory the
+ * kernels write into, reused by later communicators). */
+symmpin_status symmpin_devscope_enter_primary(int device, symmpin_devscope *s);
 /* Put the thread back as it was before a successful enter. */
 void symmpin_devscope_leave(symmpin_devscope *s);
 /* After a failed enter: the capture mode back (the device was not changed). */

@@ -28,7 +28,7 @@ CU_FUNCTIONS = (
     "cuStreamWaitEvent", "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord",
     "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuMemHostAlloc", "cuMemFreeHost",
     "cuMemHostGetDevicePointer", "cuMemsetD8Async", "cuUserObjectCreate", "cuUserObjectRelease",
-    "cuGraphRetainUserObject", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncGetAttribute",
+    "cuGraphRetainUserObject", "cuLibraryLoadData", "cuLibraryGetKernel", "cuKernelGetFunction",
     "cuLaunchKernelEx", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
     "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemExportToShareableHandle",
     "cuMemImportFromShareableHandle", "cuMemGetAllocationGranularity")

@@ -423,20 +423,24 @@ static CUresult CUDAAPI fake_GraphRetainUserObject(CUgraph graph, CUuserObject o
   NOT_SUPPORTED(GraphRetainUserObject);
 }
 
-static CUresult CUDAAPI fake_ModuleLoadData(CUmodule *module, const void *image) {
-  (void)module, (void)image;
-  NOT_SUPPORTED(ModuleLoadData);
+static CUresult CUDAAPI fake_LibraryLoadData(CUlibrary *library, const void *code,
+                                             CUjit_option *jit_options, void **jit_values,
+                                             unsigned int njit, CUlibraryOption *options,
+                                             void **values, unsigned int noptions) {
+  (void)library, (void)code, (void)jit_options, (void)jit_values, (void)njit;
+  (void)options, (void)values, (void)noptions;
+  NOT_SUPPORTED(LibraryLoadData);
 }
 
-static CUresult CUDAAPI fake_ModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
-  (void)hfunc, (void)hmod, (void)name;
-  NOT_SUPPORTED(ModuleGetFunction);
+static CUresult CUDAAPI fake_LibraryGetKernel(CUkernel *kernel, CUlibrary library,
+                                              const char *name) {
+  (void)kernel, (void)library, (void)name;
+  NOT_SUPPORTED(LibraryGetKernel);
 }
 
-static CUresult CUDAAPI fake_FuncGetAttribute(int *pi, CUfunction_attribute attrib,
-                                              CUfunction hfunc) {
-  (void)pi, (void)attrib, (void)hfunc;
-  NOT_SUPPORTED(FuncGetAttribute);
+static CUresult CUDAAPI fake_KernelGetFunction(CUfunction *func, CUkernel kernel) {
+  (void)func, (void)kernel;
+  NOT_SUPPORTED(KernelGetFunction);
 }
 
 static CUresult CUDAAPI fake_LaunchKernelEx(const CUlaunchConfig *config, CUfunction f,

@@ -285,9 +285,9 @@ Test(fake_cuda, device_work_is_not_supported_and_counted) {
   CUdeviceptr dp = 0;
   float ms = 0;
   CUuserObject uo = NULL;
-  CUmodule mod = NULL;
+  CUlibrary lib = NULL;
+  CUkernel k = NULL;
   CUfunction f = NULL;
-  int v = 0;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
   CUmemGenericAllocationHandle mh = 0;
@@ -321,9 +321,9 @@ Test(fake_cuda, device_work_is_not_supported_and_counted) {
   NS(UserObjectCreate, UserObjectCreate(&uo, p, NULL, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
   NS(UserObjectRelease, UserObjectRelease(uo, 1))
   NS(GraphRetainUserObject, GraphRetainUserObject(NULL, uo, 1, 0))
-  NS(ModuleLoadData, ModuleLoadData(&mod, image))
-  NS(ModuleGetFunction, ModuleGetFunction(&f, mod, "k"))
-  NS(FuncGetAttribute, FuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f))
+  NS(LibraryLoadData, LibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0))
+  NS(LibraryGetKernel, LibraryGetKernel(&k, lib, "k"))
+  NS(KernelGetFunction, KernelGetFunction(&f, k))
   NS(LaunchKernelEx, LaunchKernelEx(&cfg, f, NULL, NULL))
   NS(MemCreate, MemCreate(&mh, 1 << 21, &prop, 0))
   NS(MemRelease, MemRelease(mh))

@@ -95,6 +95,12 @@ void symmpin_engine_nccl_done(symmpin_comm *c, const symmpin_engine_call *ec, in
 int stand_in_polls;
 int stand_in_drains;
 void symmpin_engine_drain(void) { stand_in_drains++; }
+int stand_in_prepared_device = -1;
+int stand_in_prepares;
+void symmpin_engine_prepare(int device) {
+  stand_in_prepares++;
+  stand_in_prepared_device = device;
+}
 
 void symmpin_engine_comm_poll(symmpin_comm *c) {
   (void)c;

@@ -111,6 +111,10 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert_not_null(c);
   cr_assert_eq(c->key.hi, 11);
   cr_assert_eq(c->key.lo, 22);
+  /* The kernels are loaded at the communicator's init, on its device, not at its first
+   * all-reduce (issue 29, item 3). */
+  cr_assert_eq(stand_in_prepares, 1);
+  cr_assert_eq(stand_in_prepared_device, 3);
 
   symmpin_allreduce_call call = {.send = (void *)0x100040, .recv = (void *)0x100400, .count = 100, .dtype = 7, .op = 0, .comm = h, .stream = (void *)0x5, .stack = 0xfeed};
   int rc = -1;
