@@ -87,7 +87,10 @@ s_straggler() { # a peer ${STRAGGLE_MS:-60000} ms late: the right result, as NCC
   # SYMMPIN_CHOOSE=static: the late call is one of symmpin's kernels (not an NCCL probe).
   local ms=${STRAGGLE_MS:-60000}
   SYMMPIN_CHOOSE=static RUN_TIMEOUT=$((ms / 1000 + 120)) compare_runs app-straggler '^RESULT|symmpin-app:' "$RANKS" 0 \
-    "$APP" --mode procs --ranks "$RANKS" --straggle "$ms"
+    "$APP" --mode procs --ranks "$RANKS" --straggle "$ms" || return 1
+  # The first all-reduce (before the late peer's call): within 10 ms of NCCL's.
+  "$PY" "$SUITE_ROOT/scripts/suite_first_call.py" --first-limit-ms "${FIRST_CALL_LIMIT_MS:-10}" \
+    "$OUT/logs/app-straggler.nccl.out" -- "$OUT/logs/app-straggler.symmpin.out"
 }
 s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
   # a silent result: the app stops on the NCCL error, and the log names the site and the peer
