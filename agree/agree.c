@@ -16,7 +16,7 @@
 #include "symmem/board.h"
 
 #define HELLO_ROUND 1u
-#define ROUND_RECORD(e) (3u * (e) - 1u)
+#define ROUND_RECORD(e) (3u * (e)-1u)
 #define ROUND_PLAN(e) (3u * (e))
 #define ROUND_ATTACH(e) (3u * (e) + 1u)
 /* Waits poll the board in slices this long, to notice a FAIL by someone else early. */
@@ -62,26 +62,26 @@ typedef struct attach_blob {
 struct symmpin_agree {
   symmpin_agree_params p;
   agree_phase phase;
-  bool attached;            /* this epoch's attach succeeded here: settle it with the verdict */
-  bool rollback_due;        /* the epoch failed during a capture: settle at the next eager call */
+  bool attached;     /* this epoch's attach succeeded here: settle it with the verdict */
+  bool rollback_due; /* the epoch failed during a capture: settle at the next eager call */
   symmpin_agree_stop stop;
-  uint32_t epoch;           /* the epoch in progress or last finished */
+  uint32_t epoch; /* the epoch in progress or last finished */
   symmpin_schedule sched;
-  symmpin_record record;    /* the calls since the last record closed */
-  symmpin_plan *plan;       /* the agreed plan; NULL before the first GO */
-  symmpin_plan *candidate;  /* made in this epoch, adopted on GO */
+  symmpin_record record;   /* the calls since the last record closed */
+  symmpin_plan *plan;      /* the agreed plan; NULL before the first GO */
+  symmpin_plan *candidate; /* made in this epoch, adopted on GO */
   symmpin_board *board;
-  void *blob;               /* scratch for the record round */
+  void *blob; /* scratch for the record round */
   size_t blob_cap;
   uint64_t checked[SYMMPIN_KERNEL_MAX_RANKS]; /* route log: calls compared with each peer */
-  uint64_t logged;          /* route log: the last call this rank logged */
-  uint64_t *history;        /* route log: this rank's own signatures of its last ROUTE_HISTORY
-                             * calls (process memory: a rank far ahead still compares a peer's
-                             * recent entries after its own have left the board's ring) */
-  uint64_t first_logged;    /* route log: the first call logged (the first plan's GO) */
-  uint64_t blk_hash;        /* route log: the hash of the block being logged */
-  bool blk_whole;           /* ... every call of it logged so far, from its first */
-  bool measuring;           /* every rank measures, as of the plan in force (symmpin_agree_measuring) */
+  uint64_t logged;                            /* route log: the last call this rank logged */
+  uint64_t *history;     /* route log: this rank's own signatures of its last ROUTE_HISTORY
+                          * calls (process memory: a rank far ahead still compares a peer's
+                          * recent entries after its own have left the board's ring) */
+  uint64_t first_logged; /* route log: the first call logged (the first plan's GO) */
+  uint64_t blk_hash;     /* route log: the hash of the block being logged */
+  bool blk_whole;        /* ... every call of it logged so far, from its first */
+  bool measuring; /* every rank measures, as of the plan in force (symmpin_agree_measuring) */
   /* Scratch for the measurements posted and read with the records (choice.h). */
   symmpin_choice_entry times_out[SYMMPIN_CHOICE_SHAPES];
   symmpin_choice_entry times_in[SYMMPIN_KERNEL_MAX_RANKS][SYMMPIN_CHOICE_SHAPES];
@@ -115,16 +115,18 @@ static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 
 static size_t kernel_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;
-  return symmpin_kernel_slot_bytes(count, dtype, nranks, SYMMPIN_INPUT_STAGED);
+  return symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, count, dtype, nranks,
+                                   SYMMPIN_INPUT_STAGED);
 }
 
 static bool kernel_supports(int dtype, int op, void *ctx) {
   (void)ctx;
-  return symmpin_kernel_supports(dtype, op);
+  return symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, dtype, op);
 }
 
 static int kernel_slot_class(size_t count, int dtype, int nranks) {
-  return symmpin_kernel_slot_class(count, dtype, nranks, SYMMPIN_INPUT_STAGED);
+  return symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, count, dtype, nranks,
+                                   SYMMPIN_INPUT_STAGED);
 }
 
 const symmpin_plan_kernels symmpin_agree_kernels = {
@@ -179,7 +181,8 @@ static void stop_not_one_host(symmpin_agree *a) {
 }
 
 symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree **out) {
-  if (p->nranks < 1 || p->nranks > SYMMPIN_KERNEL_MAX_RANKS || p->rank < 0 || p->rank >= p->nranks) {
+  if (p->nranks < 1 || p->nranks > SYMMPIN_KERNEL_MAX_RANKS || p->rank < 0 ||
+      p->rank >= p->nranks) {
     SYMMPIN_INFO("comm %d: rank %d of %d: the kernels take 1 to %d ranks", p->comm, p->rank,
                  p->nranks, SYMMPIN_KERNEL_MAX_RANKS);
     return SYMMPIN_ERR_UNSUPPORTED;
@@ -225,6 +228,8 @@ const symmpin_plan *symmpin_agree_plan(const symmpin_agree *a) { return a->plan;
 bool symmpin_agree_measuring(const symmpin_agree *a) { return a->measuring; }
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a) { return a->stop; }
 
+uint32_t symmpin_agree_epoch(const symmpin_agree *a) { return a->epoch; }
+
 /* ---- the epoch ---- */
 
 /* Whether rank `missing`, not posting the record round, is on another host: it never opened the
@@ -240,7 +245,8 @@ static bool peer_elsewhere(symmpin_agree *a, int missing, bool timed_out) {
   a->elsewhere_said = true;
   a->elsewhere_rank = missing;
   SYMMPIN_INFO("comm %d rank %d: rank %d has not opened this host's board%s: it is on another "
-               "host", a->p.comm, a->p.rank, missing,
+               "host",
+               a->p.comm, a->p.rank, missing,
                timed_out ? " within the timeout" : " although the first all-reduce completed");
   return true;
 }
@@ -253,25 +259,27 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
     int missing = -1;
     symmpin_status st = symmpin_board_wait(a->board, round, WAIT_SLICE_MS, thread_id(), &missing);
     if (st == SYMMPIN_OK) {
-      if (round == ROUND_RECORD(a->epoch)) a->timeouts_in_row = 0; /* every rank came: not "in a row" */
+      if (round == ROUND_RECORD(a->epoch))
+        a->timeouts_in_row = 0; /* every rank came: not "in a row" */
       return true;
     }
     if (round == ROUND_RECORD(a->epoch) && missing >= 0) a->record_missing = missing;
-    if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL) return false;
+    if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL)
+      return false;
     if (a->p.aborting && atomic_load(a->p.aborting)) return false; /* ncclCommAbort: no waiting */
     if (round == ROUND_RECORD(a->epoch) && peer_elsewhere(a, missing, false)) return false;
     if (st == SYMMPIN_ERR_DISAGREE) {
       SYMMPIN_INFO("comm %d rank %d: rank %d is driven by this thread and has not reached this "
-                   "point of the agreement (round %u): not waiting", a->p.comm, a->p.rank, missing,
-                   round);
+                   "point of the agreement (round %u): not waiting",
+                   a->p.comm, a->p.rank, missing, round);
       return false;
     }
     if (st != SYMMPIN_ERR_TIMEOUT) return false;
     waited += WAIT_SLICE_MS;
     if (waited >= a->p.timeout_ms) {
       SYMMPIN_WARN("comm %d rank %d: rank %d did not post round %u of the plan agreement within "
-                   "%llu ms; this epoch's all-reduces stay on NCCL", a->p.comm, a->p.rank, missing,
-                   round, (unsigned long long)a->p.timeout_ms);
+                   "%llu ms; this epoch's all-reduces stay on NCCL",
+                   a->p.comm, a->p.rank, missing, round, (unsigned long long)a->p.timeout_ms);
       if (a->p.ops.gave_up) a->p.ops.gave_up(a->p.ops.ctx, round);
       /* A peer on this host that is busy (a checkpoint) costs this epoch, retried later; one
        * that misses the retry as well is not coming back soon: agreements stop for every rank
@@ -309,8 +317,9 @@ static bool adopt(symmpin_agree *a) {
   a->timeouts_in_row = 0;
   symmpin_schedule_agreed(&a->sched, a->plan->nnew > 0);
   SYMMPIN_INFO("comm %d rank %d/%d: epoch %u agreed: %zu of %zu sites pinned, pool %llu bytes "
-               "(dedicated %llu, lower bound %llu)", a->p.comm, a->p.rank, a->p.nranks, a->epoch,
-               a->plan->npinned, a->plan->nsites, (unsigned long long)a->plan->pool_bytes,
+               "(dedicated %llu, lower bound %llu)",
+               a->p.comm, a->p.rank, a->p.nranks, a->epoch, a->plan->npinned, a->plan->nsites,
+               (unsigned long long)a->plan->pool_bytes,
                (unsigned long long)a->plan->dedicated_bytes,
                (unsigned long long)a->plan->lower_bound_bytes);
   return true;
@@ -342,8 +351,8 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
   /* Already failed for good by a peer that waited for this rank's record (stop_not_one_host). */
   a->record_late = symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL;
   symmpin_choice_entry *times = a->times_out;
-  size_t ntimes = a->p.ops.shape_times
-                      ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;
+  size_t ntimes =
+      a->p.ops.shape_times ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;
   if (ntimes > SYMMPIN_CHOICE_SHAPES) ntimes = SYMMPIN_CHOICE_SHAPES; /* a callback's slip */
   symmpin_choice_group_entry *groups = a->groups_out;
   size_t ngroups = a->p.ops.shape_times && a->p.ops.group_times
@@ -413,7 +422,7 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   symmpin_pool_facts facts[SYMMPIN_KERNEL_MAX_RANKS];
   uint64_t closes[SYMMPIN_KERNEL_MAX_RANKS];
   /* Every rank's measurements, copied out of the board (aligned; validated below). */
-  symmpin_choice_entry (*times)[SYMMPIN_CHOICE_SHAPES] = a->times_in;
+  symmpin_choice_entry(*times)[SYMMPIN_CHOICE_SHAPES] = a->times_in;
   const symmpin_choice_entry *tp[SYMMPIN_KERNEL_MAX_RANKS];
   size_t ntimes[SYMMPIN_KERNEL_MAX_RANKS];
   symmpin_choice_group_entry(*groups)[SYMMPIN_CHOICE_GROUPS] = a->groups_in;
@@ -458,8 +467,8 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
   bool aligned = complete && symmpin_schedule_align(&a->sched, closes, nranks);
   if (complete && !aligned)
     SYMMPIN_INFO("comm %d rank %d: ranks closed their records at different calls (this one at "
-                 "%llu): next agreement at a common call", a->p.comm, a->p.rank,
-                 (unsigned long long)closes[a->p.rank]);
+                 "%llu): next agreement at a common call",
+                 a->p.comm, a->p.rank, (unsigned long long)closes[a->p.rank]);
   plan_blob pb = {0};
   a->cand_measuring = all_measuring;
   if (aligned && !any_capturing) {
@@ -502,8 +511,8 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     }
   }
   /* Not ready but without P2P: post anyway, so that every rank learns why and stops. */
-  if ((!pb.ready && pb.p2p_ok) ||
-      symmpin_board_post(a->board, ROUND_PLAN(a->epoch), &pb, sizeof pb, thread_id()) != SYMMPIN_OK) {
+  if ((!pb.ready && pb.p2p_ok) || symmpin_board_post(a->board, ROUND_PLAN(a->epoch), &pb, sizeof pb,
+                                                     thread_id()) != SYMMPIN_OK) {
     epoch_fail(a, capturing);
     return;
   }
@@ -539,7 +548,8 @@ static void epoch_attach(symmpin_agree *a, bool capturing) {
   }
   if (!same) {
     SYMMPIN_WARN("comm %d rank %d: ranks computed different plans from the same records (a "
-                 "bug); staying on NCCL", a->p.comm, a->p.rank);
+                 "bug); staying on NCCL",
+                 a->p.comm, a->p.rank);
     epoch_fail(a, capturing);
     return;
   }
@@ -574,15 +584,18 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
   if (a->stop != SYMMPIN_AGREE_RUNNING) return false; /* nothing more is planned: no record */
   if (a->record.ncalls < SYMMPIN_RECORD_MAX_CALLS) {
     symmpin_call c = {
-        .site = symmpin_agree_key(call), .count = call->count, .dtype = call->dtype,
+        .site = symmpin_agree_key(call),
+        .count = call->count,
+        .dtype = call->dtype,
         .op = call->op,
-        .stream_ord = sharing_class(call->stream_ord, call->count, call->dtype,
-                                               a->p.nranks),
-        .in_place = call->in_place, .capturing = call->capturing,
-        .send_alloc = call->send_alloc, .recv_alloc = call->recv_alloc,
+        .stream_ord = sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks),
+        .in_place = call->in_place,
+        .capturing = call->capturing,
+        .send_alloc = call->send_alloc,
+        .recv_alloc = call->recv_alloc,
     };
-    /* Out of memory: the call is not recorded, as past SYMMPIN_RECORD_MAX_CALLS; the next plan sees a
-     * shorter record on this rank and keeps the sites it cannot match on NCCL. */
+    /* Out of memory: the call is not recorded, as past SYMMPIN_RECORD_MAX_CALLS; the next plan sees
+     * a shorter record on this rank and keeps the sites it cannot match on NCCL. */
     (void)symmpin_record_append(&a->record, &c, call->group_token);
   }
   switch (a->phase) {
@@ -632,9 +645,10 @@ static uint64_t alarm_word(symmpin_alarm_reason why, int rank, uint64_t n) {
 }
 
 static symmpin_alarm alarm_of(uint64_t w) {
-  symmpin_alarm al = {.reason = (symmpin_alarm_reason)(w & 0xff), .rank = (int)(w >> 8 & 0xff),
-                      .call = w >> 16};
-  if (w != 0 && (al.reason < SYMMPIN_ALARM_ROUTES_DIFFER || al.reason > SYMMPIN_ALARM_KERNEL_FAILED))
+  symmpin_alarm al = {
+      .reason = (symmpin_alarm_reason)(w & 0xff), .rank = (int)(w >> 8 & 0xff), .call = w >> 16};
+  if (w != 0 &&
+      (al.reason < SYMMPIN_ALARM_ROUTES_DIFFER || al.reason > SYMMPIN_ALARM_KERNEL_FAILED))
     al.reason = SYMMPIN_ALARM_ROUTES_DIFFER; /* a word no rank writes: still an alarm */
   return al;
 }
@@ -705,9 +719,12 @@ static void alarm_report(symmpin_agree *a, symmpin_alarm al) {
   SYMMPIN_WARN("comm %d rank %d: rank %d %s all-reduce call %llu (this rank: %s at site %016llx); "
                "this communicator is now in error: ncclCommGetAsyncError and every later "
                "all-reduce report ncclRemoteError, and waiting symmpin kernels give up. Abort the "
-               "communicator (ncclCommAbort) to free it.", a->p.comm, a->p.rank, al.rank,
-               alarm_text(al.reason), (unsigned long long)al.call,
-               !mine ? "not logged" : sig == 1 ? "NCCL" : "symmpin", (unsigned long long)site);
+               "communicator (ncclCommAbort) to free it.",
+               a->p.comm, a->p.rank, al.rank, alarm_text(al.reason), (unsigned long long)al.call,
+               !mine      ? "not logged"
+               : sig == 1 ? "NCCL"
+                          : "symmpin",
+               (unsigned long long)site);
 }
 
 /* Raise the alarm for ranks that routed call `call` differently; the rank whose alarm stands says
@@ -716,11 +733,12 @@ static void routes_differ(symmpin_agree *a, uint64_t call, const char *what) {
   uint64_t mine = alarm_word(SYMMPIN_ALARM_ROUTES_DIFFER, a->p.rank, call);
   if (symmpin_board_alarm_raise(a->board, mine) != mine) return;
   a->alarm_reported = true;
-  SYMMPIN_WARN("comm %d rank %d: ranks routed %s. The ranks reached it from different sites or "
-               "streams symmpin could not reconcile; this communicator is now in error: "
-               "ncclCommGetAsyncError and every later all-reduce report ncclRemoteError, and "
-               "waiting symmpin kernels give up. Abort the communicator (ncclCommAbort) to free it.",
-               a->p.comm, a->p.rank, what);
+  SYMMPIN_WARN(
+      "comm %d rank %d: ranks routed %s. The ranks reached it from different sites or "
+      "streams symmpin could not reconcile; this communicator is now in error: "
+      "ncclCommGetAsyncError and every later all-reduce report ncclRemoteError, and "
+      "waiting symmpin kernels give up. Abort the communicator (ncclCommAbort) to free it.",
+      a->p.comm, a->p.rank, what);
 }
 
 /* Calls of a block whose entries have left a ring: compare the block's hashes. True if they
@@ -734,9 +752,11 @@ static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
   uint64_t first = block * B + 1;
   if (first < a->first_logged) first = a->first_logged; /* the first block: from the first logged */
   char what[200];
-  snprintf(what, sizeof what, "an all-reduce among calls %llu to %llu differently (rank %d's "
+  snprintf(what, sizeof what,
+           "an all-reduce among calls %llu to %llu differently (rank %d's "
            "route log of these calls differs from this rank's; the calls themselves have left the "
-           "log)", (unsigned long long)first, (unsigned long long)(first + B - 1), r);
+           "log)",
+           (unsigned long long)first, (unsigned long long)(first + B - 1), r);
   routes_differ(a, first, what);
   return true;
 }
@@ -776,10 +796,12 @@ static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
     uint64_t my_site = 0, ignored = 0;
     (void)symmpin_board_route_get(a->board, a->p.rank, k, &ignored, &my_site); /* for the message */
     char what[200];
-    snprintf(what, sizeof what, "all-reduce call %llu differently: this rank %s (site %016llx), "
-             "rank %d %s (site %016llx)", (unsigned long long)k,
-             mine == 1 ? "to NCCL" : "to symmpin", (unsigned long long)my_site, r,
-             theirs == 1 ? "to NCCL" : "to symmpin", (unsigned long long)their_site);
+    snprintf(what, sizeof what,
+             "all-reduce call %llu differently: this rank %s (site %016llx), "
+             "rank %d %s (site %016llx)",
+             (unsigned long long)k, mine == 1 ? "to NCCL" : "to symmpin",
+             (unsigned long long)my_site, r, theirs == 1 ? "to NCCL" : "to symmpin",
+             (unsigned long long)their_site);
     routes_differ(a, k, what);
     return true;
   }
@@ -804,4 +826,3 @@ symmpin_alarm symmpin_agree_raise(symmpin_agree *a, symmpin_alarm_reason why, ui
   alarm_report(a, al);
   return al;
 }
-

@@ -131,6 +131,9 @@ typedef enum symmpin_agree_stop {
   SYMMPIN_AGREE_ERROR,        /* a host-side failure (memory, the board): logged where it happened */
 } symmpin_agree_stop;
 symmpin_agree_stop symmpin_agree_stopped(const symmpin_agree *a);
+/* The epoch in progress or last finished (1, 2, ...; 0 before the first): after a step that
+ * agreed a plan, that plan's epoch, as the INFO line "epoch E agreed" numbers it. */
+uint32_t symmpin_agree_epoch(const symmpin_agree *a);
 
 /* The per-call decision for `call` under the agreed plan: PINNED with *slot set, or why not: its
  * shape's route, then its kind's rules (planner/plan.h symmpin_plan_route_kind: a grouped call

@@ -4,8 +4,8 @@
 #include <string.h>
 
 static const char *const status_names[] = {
-    "ok", "out of memory", "invalid argument", "i/o error", "cuda error",
-    "timeout", "unsupported", "ranks disagree", "internal error",
+    "ok",      "out of memory", "invalid argument", "i/o error",      "cuda error",
+    "timeout", "unsupported",   "ranks disagree",   "internal error",
 };
 
 const char *symmpin_status_name(symmpin_status s) {
@@ -28,11 +28,18 @@ static const char *const op_names[SYMMPIN_OP_COUNT] = {
 #undef SYMMPIN_X
 };
 
+static const char *const coll_names[SYMMPIN_COLL_COUNT] = {
+#define SYMMPIN_X(name, value, str) [value] = str,
+    SYMMPIN_COLLS(SYMMPIN_X)
+#undef SYMMPIN_X
+};
+
 /* The counts above are written by hand (enums cannot count an X-macro); a list that grows without
  * them fails here. */
 #define SYMMPIN_X(name, value, ...) +1
 _Static_assert(0 SYMMPIN_DTYPES(SYMMPIN_X) == SYMMPIN_DTYPE_COUNT, "SYMMPIN_DTYPE_COUNT");
 _Static_assert(0 SYMMPIN_OPS(SYMMPIN_X) == SYMMPIN_OP_COUNT, "SYMMPIN_OP_COUNT");
+_Static_assert(0 SYMMPIN_COLLS(SYMMPIN_X) == SYMMPIN_COLL_COUNT, "SYMMPIN_COLL_COUNT");
 #undef SYMMPIN_X
 
 size_t symmpin_dtype_size(int dtype) {
@@ -56,5 +63,15 @@ int symmpin_dtype_from_name(const char *name) {
 int symmpin_op_from_name(const char *name) {
   for (int i = 0; i < SYMMPIN_OP_COUNT; i++)
     if (strcmp(name, op_names[i]) == 0) return i;
+  return -1;
+}
+
+const char *symmpin_coll_name(int coll) {
+  return (coll >= 0 && coll < SYMMPIN_COLL_COUNT) ? coll_names[coll] : "?";
+}
+
+int symmpin_coll_from_name(const char *name) {
+  for (int i = 0; i < SYMMPIN_COLL_COUNT; i++)
+    if (strcmp(name, coll_names[i]) == 0) return i;
   return -1;
 }

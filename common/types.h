@@ -74,14 +74,49 @@ typedef enum symmpin_op {
   SYMMPIN_OP_COUNT = 5,
 } symmpin_op;
 
+/* The collectives symmpin serves: X(NAME, value, short name). The value is symmpin's own (NCCL has
+ * no such enum); 0 is the all-reduce, so a zeroed call or record is one, as before the others came.
+ * A call's `count` is NCCL's count argument: the whole vector of an all-reduce, the chunk one rank
+ * sends (all-gather: sendcount) or receives (reduce-scatter: recvcount) of the others; their other
+ * buffer holds nranks x count elements. */
+#define SYMMPIN_COLLS(X)                                                                           \
+  X(ALLREDUCE, 0, "allreduce")                                                                     \
+  X(ALLGATHER, 1, "allgather")                                                                     \
+  X(REDUCESCATTER, 2, "reducescatter")
+
+typedef enum symmpin_coll {
+#define SYMMPIN_X(name, value, str) SYMMPIN_COLL_##name = value,
+  SYMMPIN_COLLS(SYMMPIN_X)
+#undef SYMMPIN_X
+      SYMMPIN_COLL_COUNT = 3,
+} symmpin_coll;
+
+/* Whether the collective reduces (takes an op): all-reduce and reduce-scatter. */
+static inline int symmpin_coll_reduces(int coll) {
+  return coll == SYMMPIN_COLL_ALLREDUCE || coll == SYMMPIN_COLL_REDUCESCATTER;
+}
+/* Elements of a call's send and recv buffers for NCCL's `count` at `nranks` (0 for unknown). */
+static inline size_t symmpin_coll_send_count(int coll, size_t count, int nranks) {
+  return coll == SYMMPIN_COLL_REDUCESCATTER ? count * (size_t)nranks
+         : (coll == SYMMPIN_COLL_ALLREDUCE || coll == SYMMPIN_COLL_ALLGATHER) ? count
+                                                                              : 0;
+}
+static inline size_t symmpin_coll_recv_count(int coll, size_t count, int nranks) {
+  return coll == SYMMPIN_COLL_ALLGATHER ? count * (size_t)nranks
+         : (coll == SYMMPIN_COLL_ALLREDUCE || coll == SYMMPIN_COLL_REDUCESCATTER) ? count
+                                                                                  : 0;
+}
+
 /* Bytes per element, or 0 for a value that is not a known datatype. */
 size_t symmpin_dtype_size(int dtype);
 /* Short names ("bf16", "f32", "sum", ...) used in traces and reports; "?" for unknown values. */
 const char *symmpin_dtype_name(int dtype);
 const char *symmpin_op_name(int op);
+const char *symmpin_coll_name(int coll);
 /* Inverse of the names above; -1 when unknown. */
 int symmpin_dtype_from_name(const char *name);
 int symmpin_op_from_name(const char *name);
+int symmpin_coll_from_name(const char *name);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* All-reduce kernels on a symmetric slot: the whole contract between kernels/ and its callers.
+/* The collectives' kernels on a symmetric slot (all-reduce, all-gather, reduce-scatter: common/
+ * types.h's SYMMPIN_COLLS): the whole contract between kernels/ and its callers.
  *
  * A "slot" is the same byte range [offset, offset + slot_bytes) of every rank's symmetric pool.
  * The caller passes where that range sits in every rank's pool as mapped in this process
@@ -20,12 +21,14 @@
  *   then on; the call_id in every rank's data turns that into a reported mismatch (error), never
  *   a combination of different calls' data.
  * - Calls on different slots may run concurrently on different streams: slots share nothing.
- * - Every rank must call with the same slot, count, datatype, op and input form, in the same order.
+ * - Every rank must call with the same slot, collective, count, datatype, op and input form, in
+ *   the same order.
  * - Calls whose slot classes differ must never use the same slot bytes (symmpin_kernel_slot_class).
  *   Within one class the shape (count, dtype, op) may change from call to call on one slot, as long
  *   as slot_bytes covers the largest.
  * - Results are bitwise identical on every rank: each rank reduces the ranks' inputs in rank order
- *   0, 1, ..., n-1 with the same arithmetic.
+ *   0, 1, ..., n-1 with the same arithmetic (reduce-scatter: each element in that order too, so
+ *   the same bits as the all-reduce's element). An all-gather copies bytes.
  *
  * Datatypes and ops are common/types.h's lists (SYMMPIN_DTYPES, SYMMPIN_OPS). Which of them have
  * kernels is decided in one place, kernels/select.h, checked at compile time against the kernel
@@ -78,12 +81,18 @@ typedef struct symmpin_kernel_error {
 
 typedef struct symmpin_kernel_call {
   void *slot[SYMMPIN_KERNEL_MAX_RANKS]; /* the slot in every rank's pool, mapped in this process */
-  size_t slot_bytes;           /* >= symmpin_kernel_slot_bytes(count, dtype, nranks, input) */
+  size_t slot_bytes; /* >= symmpin_kernel_slot_bytes(coll, count, dtype, nranks, input) */
   int rank, nranks;
+  /* The collective (symmpin_coll; 0, a zeroed call's, is the all-reduce). All-gather: send holds
+   * count elements, recv nranks x count (rank r's at r x count); reduce-scatter: send nranks x
+   * count, recv count (the reduction of every rank's chunk `rank`). In place, as NCCL's: send ==
+   * recv + rank x count elements (all-gather), recv == send + rank x count (reduce-scatter);
+   * other overlaps are refused (SYMMPIN_ERR_UNSUPPORTED). Staged input only. */
+  int coll;
   const void *send;            /* staged: any local device buffer, any alignment; in-slot: unused */
   void *recv;                  /* any local device buffer, may equal send (in place); in-slot: may
                                 * be the slot's own data area (in place in the slot) */
-  size_t count;
+  size_t count;                /* NCCL's count argument (common/types.h, SYMMPIN_COLLS) */
   int dtype;                   /* symmpin_dtype */
   int op;                      /* symmpin_op */
   symmpin_kernel_input input;
@@ -98,13 +107,18 @@ typedef struct symmpin_kernel_call {
   symmpin_kernel_error *error; /* device-visible pointer to host-mapped memory, or NULL */
 } symmpin_kernel_call;
 
-/* Whether the kernels handle this datatype and op at all (user-defined ops never). */
-bool symmpin_kernel_supports(int dtype, int op);
+/* Whether the kernels handle this collective, datatype and op at all (user-defined ops never; the
+ * all-gather takes every datatype with a kernel and ignores op). */
+bool symmpin_kernel_supports(int coll, int dtype, int op);
 
-/* Bytes a slot needs for this call shape: a multiple of 256, monotone in count; 0 if unsupported
- * (unknown or kernel-less datatype, nranks outside 1..SYMMPIN_KERNEL_MAX_RANKS, bad input form,
- * a count too large). */
-size_t symmpin_kernel_slot_bytes(size_t count, int dtype, int nranks, symmpin_kernel_input input);
+/* Bytes a slot needs for this call shape (count: NCCL's count argument, common/types.h): a
+ * multiple of 256, monotone in count; 0 if unsupported (unknown collective, unknown or kernel-less
+ * datatype, nranks outside 1..SYMMPIN_KERNEL_MAX_RANKS, bad input form: all-gather and
+ * reduce-scatter are staged only, a count too large). What one rank exposes so that every peer can
+ * finish the call: the all-reduce's and reduce-scatter's whole input, the all-gather's chunk (LL:
+ * every rank's lines of it). */
+size_t symmpin_kernel_slot_bytes(int coll, size_t count, int dtype, int nranks,
+                                 symmpin_kernel_input input);
 
 /* Where the in-slot form expects this rank's input inside its own slot (slot[rank] + return). */
 size_t symmpin_kernel_in_slot_offset(void);
@@ -116,11 +130,12 @@ size_t symmpin_kernel_in_slot_offset(void);
  * always in [0, SYMMPIN_KERNEL_SLOT_CLASSES), also for shapes the kernels refuse (such calls are
  * never given a slot, so their class only has to be a valid number). */
 #define SYMMPIN_KERNEL_SLOT_CLASSES 4
-int symmpin_kernel_slot_class(size_t count, int dtype, int nranks, symmpin_kernel_input input);
+int symmpin_kernel_slot_class(int coll, size_t count, int dtype, int nranks,
+                              symmpin_kernel_input input);
 /* A class's name for reports ("LL", "copy", "in-slot", "two-shot"); NULL outside the range. */
 const char *symmpin_kernel_slot_class_name(int slot_class);
 
-/* Enqueue the all-reduce on `stream` (a cudaStream_t) on the current device, which must be the
+/* Enqueue the call on `stream` (a cudaStream_t) on the current device, which must be the
  * device of slot[rank]. One kernel launch, no host synchronization; capturable into a CUDA graph.
  * Returns SYMMPIN_ERR_INVALID or SYMMPIN_ERR_UNSUPPORTED without launching anything, or
  * SYMMPIN_ERR_CUDA if the launch failed; each logged once (docs/kernels.md lists the cases).
@@ -131,12 +146,13 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
 #define SYMMPIN_KERNEL_GROUP_MAX 16
 
 /* Enqueue n calls (1 <= n <= SYMMPIN_KERNEL_GROUP_MAX) as ONE kernel launch on `stream`, as
- * NCCL runs an ncclGroupStart/End: every call staged, all of one datatype and one op, each on its
- * own slot (no two calls' slots overlap: the calls run at the same time; each slot's calls stay
- * ordered, as for symmpin_kernel_launch). Each call's result is bitwise what its own launch gives.
- * Every rank must make the same group. Calls with count 0 are left out. Refuses (launching
- * nothing) what symmpin_kernel_launch refuses, and mixed datatypes, ops or input forms, and
- * overlapping slots (SYMMPIN_ERR_INVALID). */
+ * NCCL runs an ncclGroupStart/End: every call staged, the reducing ones (all-reduce,
+ * reduce-scatter) all of one datatype and one op (all-gathers join any group), each on its own slot
+ * (no two calls' slots overlap: the calls run at the same time; each slot's calls stay ordered, as
+ * for symmpin_kernel_launch). Each call's result is bitwise what its own launch gives. Every rank
+ * must make the same group. Calls with count 0 are left out. Refuses (launching nothing) what
+ * symmpin_kernel_launch refuses, and reducing calls of mixed datatypes or ops, input forms other
+ * than staged, and overlapping slots (SYMMPIN_ERR_INVALID). */
 symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n, void *stream);
 
 /* Whether the kernels can run on the current CUDA device: the library carries code for the GPU

@@ -205,57 +205,87 @@ static bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
   return x < y + bn && y < x + an;
 }
 
+/* The kernel of a call: an all-gather copies bytes, so any (datatype, op) entry point runs it; it
+ * takes its datatype's SUM one. */
+static int call_op(const symmpin_kernel_call *c) {
+  return symmpin_coll_reduces(c->coll) ? c->op : SYMMPIN_SUM;
+}
+
+/* Where the call's buffers may overlap: identical all-reduce buffers, NCCL's in-place forms of the
+ * other two (threads read every byte they later write themselves, kernels/oneshot.cuh). Anything
+ * else (shifted overlaps, a buffer inside the slot's staging) is refused. */
+static bool buffers_ok(const symmpin_kernel_call *c, size_t bytes, size_t send_bytes,
+                       size_t recv_bytes, const char *own) {
+  const char *send = (const char *)c->send, *recv = (const char *)c->recv;
+  if (overlaps(send, send_bytes, own, c->slot_bytes) ||
+      overlaps(recv, recv_bytes, own, c->slot_bytes))
+    return false;
+  if (!overlaps(send, send_bytes, recv, recv_bytes)) return true;
+  switch (c->coll) {
+  case SYMMPIN_COLL_ALLREDUCE: return send == recv;
+  case SYMMPIN_COLL_ALLGATHER: return send == recv + (size_t)c->rank * bytes;
+  case SYMMPIN_COLL_REDUCESCATTER: return recv == send + (size_t)c->rank * bytes;
+  default: return false;
+  }
+}
+
 /* Check one call and fill its kernel parameters, algorithm and geometry. Every refusal is logged
  * here, once, where it starts (the caller only falls back). SYMMPIN_OK with g->blocks == 0: count
  * 0, nothing to launch. */
 static symmpin_status prepare(const symmpin_kernel_call *c, symmpin_kernel_params *P,
                               symmpin_kernel_algo *algo, symmpin_kernel_geometry *g) {
   if (!c || c->nranks < 1 || c->nranks > SYMMPIN_KERNEL_MAX_RANKS || c->rank < 0 ||
-      c->rank >= c->nranks ||
+      c->rank >= c->nranks || c->coll < 0 || c->coll >= SYMMPIN_COLL_COUNT ||
       (c->input != SYMMPIN_INPUT_STAGED && c->input != SYMMPIN_INPUT_IN_SLOT)) {
     if (c)
-      SYMMPIN_WARN("all-reduce kernel: bad call (rank %d of %d, input form %d)", c->rank, c->nranks,
-                   (int)c->input);
+      SYMMPIN_WARN("collective kernel: bad call (%s, rank %d of %d, input form %d)",
+                   symmpin_coll_name(c->coll), c->rank, c->nranks, (int)c->input);
     else
-      SYMMPIN_WARN("all-reduce kernel: bad call (NULL)");
+      SYMMPIN_WARN("collective kernel: bad call (NULL)");
     return SYMMPIN_ERR_INVALID;
   }
-  if (!symmpin_kernel_supports(c->dtype, c->op)) {
-    SYMMPIN_WARN("all-reduce kernel: datatype %d / op %d not supported", c->dtype, c->op);
+  const char *coll = symmpin_coll_name(c->coll);
+  if (!symmpin_kernel_supports(c->coll, c->dtype, c->op)) {
+    SYMMPIN_WARN("%s kernel: datatype %d / op %d not supported", coll, c->dtype, c->op);
+    return SYMMPIN_ERR_UNSUPPORTED;
+  }
+  if (c->coll != SYMMPIN_COLL_ALLREDUCE && c->input != SYMMPIN_INPUT_STAGED) {
+    SYMMPIN_WARN("%s kernel: staged input only", coll);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   *g = (symmpin_kernel_geometry){0, 0};
-  if (c->count == 0) return SYMMPIN_OK; /* nothing to reduce; every rank skips alike */
-  size_t need = symmpin_kernel_slot_bytes(c->count, c->dtype, c->nranks, c->input);
+  if (c->count == 0) return SYMMPIN_OK; /* nothing to move; every rank skips alike */
+  size_t need = symmpin_kernel_slot_bytes(c->coll, c->count, c->dtype, c->nranks, c->input);
   if (need == 0) {
-    SYMMPIN_WARN("all-reduce kernel: count %zu too large", c->count);
+    SYMMPIN_WARN("%s kernel: count %zu too large", coll, c->count);
     return SYMMPIN_ERR_UNSUPPORTED;
   }
   if (c->slot_bytes < need) {
-    SYMMPIN_WARN("all-reduce kernel: slot of %zu bytes, call needs %zu", c->slot_bytes, need);
+    SYMMPIN_WARN("%s kernel: slot of %zu bytes, call needs %zu", coll, c->slot_bytes, need);
     return SYMMPIN_ERR_INVALID;
   }
   for (int r = 0; r < c->nranks; r++) {
     if (!c->slot[r] || ((uintptr_t)c->slot[r] % SYMMPIN_ONESHOT_UNIT_BYTES) != 0) {
-      SYMMPIN_WARN("all-reduce kernel: slot of rank %d is NULL or not 16-byte aligned", r);
+      SYMMPIN_WARN("%s kernel: slot of rank %d is NULL or not 16-byte aligned", coll, r);
       return SYMMPIN_ERR_INVALID;
     }
   }
-  size_t bytes = c->count * symmpin_dtype_size(c->dtype);
+  size_t esize = symmpin_dtype_size(c->dtype);
+  size_t bytes = c->count * esize;
+  size_t send_bytes = symmpin_coll_send_count(c->coll, c->count, c->nranks) * esize;
+  size_t recv_bytes = symmpin_coll_recv_count(c->coll, c->count, c->nranks) * esize;
   if (!c->recv || (c->input == SYMMPIN_INPUT_STAGED && !c->send)) {
-    SYMMPIN_WARN("all-reduce kernel: NULL buffer");
+    SYMMPIN_WARN("%s kernel: NULL buffer", coll);
     return SYMMPIN_ERR_INVALID;
   }
   const char *own = (const char *)c->slot[c->rank];
   char *data = (char *)c->slot[c->rank] + symmpin_kernel_in_slot_offset();
   int inplace_slot = 0;
   if (c->input == SYMMPIN_INPUT_STAGED) {
-    /* Threads read their input bytes before writing the same output bytes: identical buffers are
-     * fine, shifted overlaps or buffers inside the slot's staging are not. */
-    if ((c->send != c->recv && overlaps(c->send, bytes, c->recv, bytes)) ||
-        overlaps(c->send, bytes, own, c->slot_bytes) ||
-        overlaps(c->recv, bytes, own, c->slot_bytes)) {
-      SYMMPIN_WARN("all-reduce kernel: staged buffers overlap each other or the slot");
+    if (!buffers_ok(c, bytes, send_bytes, recv_bytes, own)) {
+      SYMMPIN_WARN("%s kernel: staged buffers overlap each other (other than in place) or the "
+                   "slot",
+                   coll);
       return SYMMPIN_ERR_UNSUPPORTED;
     }
   } else if (overlaps(c->recv, bytes, own, c->slot_bytes)) {
@@ -266,10 +296,10 @@ static symmpin_status prepare(const symmpin_kernel_call *c, symmpin_kernel_param
     inplace_slot = 1;
   }
 
-  *algo = symmpin_kernel_algo_for(c->count, c->dtype, c->nranks, c->input);
-  *g = symmpin_kernel_geometry_for(c->count, c->dtype, c->nranks, c->input);
-  if (kernel_index((int)*algo, c->dtype, c->op) < 0 || g->blocks == 0) {
-    SYMMPIN_WARN("all-reduce kernel: no kernel for dtype %d op %d (algorithm %d)", c->dtype, c->op,
+  *algo = symmpin_kernel_algo_for(c->coll, c->count, c->dtype, c->nranks, c->input);
+  *g = symmpin_kernel_geometry_for(c->coll, c->count, c->dtype, c->nranks, c->input);
+  if (kernel_index((int)*algo, c->dtype, call_op(c)) < 0 || g->blocks == 0) {
+    SYMMPIN_WARN("%s kernel: no kernel for dtype %d op %d (algorithm %d)", coll, c->dtype, c->op,
                  (int)*algo);
     return SYMMPIN_ERR_INTERNAL;
   }
@@ -279,6 +309,7 @@ static symmpin_status prepare(const symmpin_kernel_call *c, symmpin_kernel_param
   P->recv = (char *)c->recv;
   P->bytes = bytes;
   P->units = symmpin_oneshot_units(c->count, c->dtype, *algo);
+  P->coll = c->coll;
   P->rank = c->rank;
   P->nranks = c->nranks;
   P->inplace_slot = inplace_slot;
@@ -332,7 +363,7 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream)
   symmpin_status st = prepare(c, &P, &algo, &g);
   if (st != SYMMPIN_OK || g.blocks == 0) return st;
   /* The latency-bound algorithm takes programmatic dependent launch: see griddep_wait(). */
-  return launch_on(kernel_index((int)algo, c->dtype, c->op), &P, g, stream,
+  return launch_on(kernel_index((int)algo, c->dtype, call_op(c)), &P, g, stream,
                    algo == SYMMPIN_ALGO_ONESHOT_LL);
 }
 
@@ -344,20 +375,29 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *c, void *stream)
 
 symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int n, void *stream) {
   if (!calls || n < 1 || n > SYMMPIN_KERNEL_GROUP_MAX) {
-    SYMMPIN_WARN("all-reduce kernel: bad group of %d calls", n);
+    SYMMPIN_WARN("collective kernel: bad group of %d calls", n);
     return SYMMPIN_ERR_INVALID;
   }
+  /* The group's kernel: its reducing calls' datatype and op (the first one's); all-gathers copy
+   * bytes in any kernel, so a group of all-gathers only takes the first one's. */
+  const symmpin_kernel_call *key = &calls[0];
+  for (int i = 0; i < n; i++)
+    if (symmpin_coll_reduces(calls[i].coll)) {
+      key = &calls[i];
+      break;
+    }
   /* Check every call before launching any part. */
   for (int i = 0; i < n; i++) {
     const symmpin_kernel_call *c = &calls[i];
-    if (c->dtype != calls[0].dtype || c->op != calls[0].op || c->input != SYMMPIN_INPUT_STAGED) {
-      SYMMPIN_WARN("all-reduce kernel: a group mixes datatypes, ops or input forms");
+    if ((symmpin_coll_reduces(c->coll) && (c->dtype != key->dtype || c->op != key->op)) ||
+        c->input != SYMMPIN_INPUT_STAGED) {
+      SYMMPIN_WARN("collective kernel: a group mixes datatypes, ops or input forms");
       return SYMMPIN_ERR_INVALID;
     }
     for (int j = 0; j < i; j++)
       if (overlaps(c->slot[c->rank], c->slot_bytes, calls[j].slot[calls[j].rank],
                    calls[j].slot_bytes)) {
-        SYMMPIN_WARN("all-reduce kernel: calls %d and %d of a group share slot bytes", j, i);
+        SYMMPIN_WARN("collective kernel: calls %d and %d of a group share slot bytes", j, i);
         return SYMMPIN_ERR_INVALID;
       }
     symmpin_kernel_params P;
@@ -366,7 +406,7 @@ symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int
     symmpin_status st = prepare(c, &P, &algo, &g);
     if (st != SYMMPIN_OK) return st;
   }
-  int index = kernel_index(SYMMPIN_KERNEL_FAMILY_GROUP, calls[0].dtype, calls[0].op);
+  int index = kernel_index(SYMMPIN_KERNEL_FAMILY_GROUP, key->dtype, call_op(key));
   if (index < 0) return SYMMPIN_ERR_INTERNAL; /* supports() said yes: every family has it */
   /* Then the launches: calls in order, each on blocks of its own, a new launch whenever the next
    * call's blocks would pass GROUP_MAX_BLOCKS. */

@@ -6,6 +6,16 @@
  *  - ONESHOT_COPY (staged, large): copy-in to this rank's slot, one start barrier, load every rank's
  *    data, reduce in rank order. Two staging parities make an end barrier unnecessary.
  *  - ONESHOT_IN_SLOT: input already in the slot; start barrier, load/reduce/store, end barrier.
+ * The all-gather and reduce-scatter (P.coll) run through the same two staged algorithms, which move
+ * each byte once, so one-shot is already bandwidth-optimal for them (no two-shot):
+ *  - all-gather: LL pushes my chunk into every rank's slot, as the all-reduce pushes its input, and
+ *    every rank stores each rank's lines to that rank's chunk of recv; COPY stages my chunk, and
+ *    after the start barrier every rank copies every rank's chunk out of its slot.
+ *  - reduce-scatter: LL pushes chunk c of my input into rank c's slot only (region: my rank), and
+ *    every rank reduces the n lines it received in rank order; COPY stages all n chunks (chunk c at
+ *    units c * units ..), and after the start barrier rank r reduces chunk r of every rank's slot.
+ * Every rank still waits for data of every rank in every call, so the slot-reuse arguments of each
+ * algorithm (docs/kernels.md) hold across the three collectives: they share its slot class.
  * Included by kernels/allreduce.cu after kernels/device.cuh. */
 #ifndef SYMMPIN_KERNELS_ONESHOT_CUH
 #define SYMMPIN_KERNELS_ONESHOT_CUH
@@ -18,7 +28,8 @@ constexpr int kRoundUnits = 2; /* IN_SLOT in place: units per thread held in reg
 
 /* ---- LL algorithm ---- */
 
-/* LL, push: my lines into every rank's slot (mine included), region of source rank P.rank. */
+/* LL, push: my lines into every rank's slot (mine included), region of source rank P.rank: my
+ * whole input (all-reduce), my chunk (all-gather), or chunk s to rank s only (reduce-scatter). */
 __device__ __forceinline__ void ll_push(const Params &P, uint32_t seq, const Geo &g) {
   const int n = P.nranks;
   const uint32_t check = symmpin_oneshot_ll_check(seq, P.id);
@@ -34,18 +45,31 @@ __device__ __forceinline__ void ll_push(const Params &P, uint32_t seq, const Geo
   for (size_t l = first; l < L; l += stride) {
     size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
     size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
+    size_t u = symmpin_oneshot_unit_index((size_t)P.rank * L + l, parity);
     uint32_t w[2];
+    if (P.coll == SYMMPIN_COLL_REDUCESCATTER) {
+#pragma unroll
+      for (int s = 0; s < kMaxRanks; s++) {
+        if (s < n) {
+          load_user<8>(P.send + (size_t)s * P.bytes + off, valid, w);
+          st_volatile_v4(P.slot[s] + kHeader + u * SYMMPIN_ONESHOT_UNIT_BYTES,
+                         make_uint4(w[0], seq, w[1], check));
+        }
+      }
+      continue;
+    }
     load_user<8>(P.send + off, valid, w);
     uint4 line = make_uint4(w[0], seq, w[1], check);
-    size_t u = symmpin_oneshot_unit_index((size_t)P.rank * L + l, parity);
 #pragma unroll
     for (int s = 0; s < kMaxRanks; s++)
       if (s < n) st_volatile_v4(P.slot[s] + kHeader + u * SYMMPIN_ONESHOT_UNIT_BYTES, line);
   }
 }
 
-/* LL, then: wait for every rank's line of this epoch and reduce in rank order. The same thread
- * pushed these input bytes (ll_push, same grid), so in place (recv == send) is safe. */
+/* LL, then: wait for every rank's line of this epoch and reduce in rank order (all-gather: store
+ * rank s's line to chunk s of recv). The same thread pushed these input bytes (ll_push, same
+ * grid), so in place (all-reduce: recv == send; all-gather: send is chunk `rank` of recv;
+ * reduce-scatter: recv is chunk `rank` of send) is safe: every byte it stores is one it read. */
 template <class D, int OP>
 __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq, const Geo &g,
                                           int *abort_flag) {
@@ -109,10 +133,17 @@ __device__ __forceinline__ void ll_reduce(const Params &P, uint32_t seq, const G
       *abort_flag = 1; /* a group's later calls of this block need not wait too */
       break;
     }
+    size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
+    size_t valid = P.bytes - off < 8 ? P.bytes - off : 8;
+    if (P.coll == SYMMPIN_COLL_ALLGATHER) {
+#pragma unroll
+      for (int s = 0; s < kMaxRanks; s++)
+        if (s < n) store_user<8>(P.recv + (size_t)s * P.bytes + off, valid, in[s]);
+      continue;
+    }
     uint32_t out[2];
     reduce_packs<D, OP, 8>(in, n, out);
-    size_t off = l * SYMMPIN_ONESHOT_LL_DATA_BYTES;
-    store_user<8>(P.recv + off, P.bytes - off < 8 ? P.bytes - off : 8, out);
+    store_user<8>(P.recv + off, valid, out);
   }
 }
 
@@ -145,19 +176,23 @@ __device__ __forceinline__ void reduce_unit(const Params &P, size_t data_off, ui
 }
 
 /* COPY, copy-in into this parity's staging units. Each block copies exactly the units it (and the
- * same block on every peer) reduces later, so only a per-block barrier is needed. */
+ * same block on every peer) reduces later, so only a per-block barrier is needed. Reduce-scatter:
+ * units v of every chunk c (staged at c * units + v), the units of every chunk a block reduces. */
 __device__ __forceinline__ void copy_in(const Params &P, uint32_t seq, const Geo &g) {
   const size_t V = P.units;
   const size_t first = g.first();
   const size_t stride = g.stride();
   const unsigned parity = seq & 1;
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
+  const int chunks = P.coll == SYMMPIN_COLL_REDUCESCATTER ? P.nranks : 1;
   for (size_t v = first; v < V; v += stride) {
     size_t off = v * U;
-    uint32_t w[4];
-    load_user<16>(P.send + off, P.bytes - off < U ? P.bytes - off : U, w);
-    *(uint4 *)(P.slot[P.rank] + kHeader + symmpin_oneshot_unit_index(v, parity) * U) =
-        make_uint4(w[0], w[1], w[2], w[3]);
+    for (int c = 0; c < chunks; c++) {
+      uint32_t w[4];
+      load_user<16>(P.send + (size_t)c * P.bytes + off, P.bytes - off < U ? P.bytes - off : U, w);
+      *(uint4 *)(P.slot[P.rank] + kHeader + symmpin_oneshot_unit_index((size_t)c * V + v, parity) * U) =
+          make_uint4(w[0], w[1], w[2], w[3]);
+    }
   }
 }
 
@@ -173,11 +208,26 @@ __device__ __forceinline__ void copy_reduce(const Params &P, uint32_t seq, int *
   const unsigned parity = seq & 1;
   constexpr size_t U = SYMMPIN_ONESHOT_UNIT_BYTES;
   if (!barrier(P, seq, abort_flag, g)) return;
+  /* Reduce-scatter: my chunk of every rank's staging. */
+  const size_t base = P.coll == SYMMPIN_COLL_REDUCESCATTER ? (size_t)P.rank * V : 0;
   for (size_t v = first; v < V; v += stride) {
-    uint32_t out[4];
-    reduce_unit<D, OP>(P, symmpin_oneshot_unit_index(v, parity) * U, out);
     size_t off = v * U;
-    store_user<16>(P.recv + off, P.bytes - off < U ? P.bytes - off : U, out);
+    size_t valid = P.bytes - off < U ? P.bytes - off : U;
+    size_t data_off = symmpin_oneshot_unit_index(base + v, parity) * U;
+    if (P.coll == SYMMPIN_COLL_ALLGATHER) {
+#pragma unroll
+      for (int s = 0; s < kMaxRanks; s++) {
+        if (s < P.nranks) {
+          uint4 x = ld_volatile_v4(P.slot[s] + kHeader + data_off);
+          const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+          store_user<16>(P.recv + (size_t)s * P.bytes + off, valid, w);
+        }
+      }
+      continue;
+    }
+    uint32_t out[4];
+    reduce_unit<D, OP>(P, data_off, out);
+    store_user<16>(P.recv + off, valid, out);
   }
 }
 

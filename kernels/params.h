@@ -18,8 +18,11 @@ typedef struct symmpin_kernel_params {
   char *slot[SYMMPIN_KERNEL_MAX_RANKS];
   const char *send;
   char *recv;
-  size_t bytes; /* input bytes per rank */
-  size_t units; /* LL lines or 16-byte vectors per rank */
+  /* Per rank: the all-reduce's input bytes; the all-gather's and reduce-scatter's chunk (send
+   * resp. recv holds nranks chunks of `bytes`, chunk r at r * bytes). */
+  size_t bytes;
+  size_t units; /* LL lines or 16-byte vectors per rank (of one chunk) */
+  int coll;     /* symmpin_coll */
   int rank, nranks;
   int inplace_slot; /* IN_SLOT: recv is this rank's own data area */
   uint64_t site;

@@ -33,14 +33,24 @@ static bool dtype_ok(int dtype) {
          symmpin_dtype_size(dtype) != 0;
 }
 
-static bool shape_ok(int dtype, int nranks, symmpin_kernel_input input) {
-  return dtype_ok(dtype) && nranks >= 1 && nranks <= SYMMPIN_KERNEL_MAX_RANKS &&
-         (input == SYMMPIN_INPUT_STAGED || input == SYMMPIN_INPUT_IN_SLOT);
+/* All-gather and reduce-scatter are staged only: their in-slot form would need a layout of
+ * chunks in the slot that no caller has asked for. */
+static bool shape_ok(int coll, int dtype, int nranks, symmpin_kernel_input input) {
+  bool form = input == SYMMPIN_INPUT_STAGED ||
+              (input == SYMMPIN_INPUT_IN_SLOT && coll == SYMMPIN_COLL_ALLREDUCE);
+  return coll >= 0 && coll < SYMMPIN_COLL_COUNT && dtype_ok(dtype) && nranks >= 1 &&
+         nranks <= SYMMPIN_KERNEL_MAX_RANKS && form;
 }
 
 /* Above this many input bytes per rank the slot would need more than ~2^40 bytes: refuse rather
  * than overflow size_t arithmetic below. */
 #define SYMMPIN_KERNEL_MAX_INPUT_BYTES ((size_t)1 << 40)
+
+/* Counts per element of a call's larger buffer: nranks x count for the all-gather's recv and the
+ * reduce-scatter's send. */
+static size_t wide_buffer(int coll, int nranks) {
+  return coll == SYMMPIN_COLL_ALLREDUCE ? 1 : (size_t)nranks;
+}
 
 /* meson passes the list (top-level meson.build); the CPU compile checks of tests/kernels do not. */
 #ifndef SYMMPIN_KERNEL_ARCHS
@@ -91,7 +101,9 @@ int symmpin_kernel_image_pick(const int *arch, const int *is_ptx, int n, int cc)
   return cubin >= 0 ? cubin : ptx;
 }
 
-bool symmpin_kernel_supports(int dtype, int op) {
+bool symmpin_kernel_supports(int coll, int dtype, int op) {
+  if (coll < 0 || coll >= SYMMPIN_COLL_COUNT) return false;
+  if (!symmpin_coll_reduces(coll)) return dtype_ok(dtype); /* a copy: no op */
   /* User-defined (PreMulSum) ops are >= SYMMPIN_OP_COUNT: not in the list, so refused. */
   return dtype_ok(dtype) && op >= 0 && (size_t)op < sizeof op_has_kernel && op_has_kernel[op];
 }
@@ -113,20 +125,27 @@ size_t symmpin_twoshot_min_bytes(int nranks) {
   return 2 * symmpin_oneshot_ll_max_bytes(nranks);
 }
 
-symmpin_kernel_algo symmpin_kernel_algo_for(size_t count, int dtype, int nranks,
+symmpin_kernel_algo symmpin_kernel_algo_for(int coll, size_t count, int dtype, int nranks,
                                             symmpin_kernel_input input) {
-  if (input == SYMMPIN_INPUT_IN_SLOT) return SYMMPIN_ALGO_ONESHOT_IN_SLOT;
+  if (input == SYMMPIN_INPUT_IN_SLOT && coll == SYMMPIN_COLL_ALLREDUCE)
+    return SYMMPIN_ALGO_ONESHOT_IN_SLOT;
+  /* The LL limit on what one rank pushes per peer: the all-reduce's input, the all-gather's chunk
+   * (to every rank), the reduce-scatter's chunks (one to each rank): the same volume rule. */
   size_t bytes = count * symmpin_dtype_size(dtype);
   if (bytes <= symmpin_oneshot_ll_max_bytes(nranks)) return SYMMPIN_ALGO_ONESHOT_LL;
+  if (coll != SYMMPIN_COLL_ALLREDUCE) return SYMMPIN_ALGO_ONESHOT_COPY;
   if (bytes >= symmpin_twoshot_min_bytes(nranks)) return SYMMPIN_ALGO_TWOSHOT;
   return SYMMPIN_ALGO_ONESHOT_COPY;
 }
 
-int symmpin_kernel_slot_class(size_t count, int dtype, int nranks, symmpin_kernel_input input) {
+int symmpin_kernel_slot_class(int coll, size_t count, int dtype, int nranks,
+                              symmpin_kernel_input input) {
   /* One class per algorithm: LL (every rank's flagged lines) and copy (this rank's plain vectors)
    * stage in the same units under their own protocols, and in-slot input lies where they stage;
-   * what makes back-to-back calls safe is argued within one algorithm only. */
-  return (int)symmpin_kernel_algo_for(count, dtype, nranks, input);
+   * what makes back-to-back calls safe is argued within one algorithm only. The argument holds
+   * for the three collectives alike (in each, every rank waits for data of every rank), so an
+   * algorithm's class is the same for all of them (docs/kernels.md). */
+  return (int)symmpin_kernel_algo_for(coll, count, dtype, nranks, input);
 }
 
 const char *symmpin_kernel_slot_class_name(int slot_class) {
@@ -145,13 +164,33 @@ static size_t staging_bytes(size_t units) {
   return 2 * round_up(units, SYMMPIN_ONESHOT_PARITY_UNITS) * SYMMPIN_ONESHOT_UNIT_BYTES;
 }
 
-size_t symmpin_kernel_slot_bytes(size_t count, int dtype, int nranks, symmpin_kernel_input input) {
-  if (!shape_ok(dtype, nranks, input)) return 0;
+/* The all-gather's and reduce-scatter's slot: LL lines of every rank's chunk (what a rank receives:
+ * the all-gather's n chunks, the reduce-scatter's n contributions to its own chunk), then the copy
+ * algorithm's staging: my chunk (all-gather) or my n chunks, each padded to whole units
+ * (reduce-scatter). As for the all-reduce, the LL size at the limit stays the least above it, so
+ * slot sizes grow monotonically with count. */
+static size_t chunked_data_bytes(int coll, size_t bytes, int nranks) {
+  size_t ll_max = symmpin_oneshot_ll_max_bytes(nranks);
+  size_t ll_bytes = bytes <= ll_max ? bytes : ll_max;
+  size_t data = staging_bytes((size_t)nranks * div_up(ll_bytes, SYMMPIN_ONESHOT_LL_DATA_BYTES));
+  if (bytes > ll_max) {
+    size_t chunks = coll == SYMMPIN_COLL_REDUCESCATTER ? (size_t)nranks : 1;
+    size_t copy = staging_bytes(chunks * div_up(bytes, SYMMPIN_ONESHOT_UNIT_BYTES));
+    if (copy > data) data = copy;
+  }
+  return data;
+}
+
+size_t symmpin_kernel_slot_bytes(int coll, size_t count, int dtype, int nranks,
+                                 symmpin_kernel_input input) {
+  if (!shape_ok(coll, dtype, nranks, input)) return 0;
   size_t esize = symmpin_dtype_size(dtype);
-  if (count > SYMMPIN_KERNEL_MAX_INPUT_BYTES / esize) return 0;
+  if (count > SYMMPIN_KERNEL_MAX_INPUT_BYTES / esize / wide_buffer(coll, nranks)) return 0;
   size_t bytes = count * esize;
   size_t data;
-  if (input == SYMMPIN_INPUT_IN_SLOT) {
+  if (coll != SYMMPIN_COLL_ALLREDUCE) {
+    data = chunked_data_bytes(coll, bytes, nranks);
+  } else if (input == SYMMPIN_INPUT_IN_SLOT) {
     data = bytes;
   } else {
     /* LL needs room for every rank's lines. Above the LL limit the copy algorithm needs only this
@@ -175,12 +214,16 @@ size_t symmpin_kernel_slot_bytes(size_t count, int dtype, int nranks, symmpin_ke
   return SYMMPIN_ONESHOT_HEADER_BYTES + round_up(data, SYMMPIN_ONESHOT_SLOT_ALIGN);
 }
 
-symmpin_kernel_geometry symmpin_kernel_geometry_for(size_t count, int dtype, int nranks,
+symmpin_kernel_geometry symmpin_kernel_geometry_for(int coll, size_t count, int dtype, int nranks,
                                                     symmpin_kernel_input input) {
   symmpin_kernel_geometry g = {0, 0};
-  if (!shape_ok(dtype, nranks, input) || count == 0) return g;
-  if (count > SYMMPIN_KERNEL_MAX_INPUT_BYTES / symmpin_dtype_size(dtype)) return g;
-  symmpin_kernel_algo algo = symmpin_kernel_algo_for(count, dtype, nranks, input);
+  if (!shape_ok(coll, dtype, nranks, input) || count == 0) return g;
+  if (count >
+      SYMMPIN_KERNEL_MAX_INPUT_BYTES / symmpin_dtype_size(dtype) / wide_buffer(coll, nranks))
+    return g;
+  /* All-gather and reduce-scatter: the units of one chunk (each thread moves its units of every
+   * chunk, as the all-reduce's moves its units of every rank's input). */
+  symmpin_kernel_algo algo = symmpin_kernel_algo_for(coll, count, dtype, nranks, input);
   size_t units = symmpin_oneshot_units(count, dtype, algo);
   /* Two-shot: a block's units are the same units of every shard (it pushes, reduces and copies
    * out exactly those, so a per-block barrier suffices): spread one shard. */

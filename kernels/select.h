@@ -67,15 +67,17 @@ typedef enum symmpin_kernel_algo {
 } symmpin_kernel_algo;
 
 /* Which algorithm a call shape runs; the same answer on every rank. Any input other than
- * SYMMPIN_INPUT_IN_SLOT counts as staged; unknown datatypes count as 0 bytes. */
-symmpin_kernel_algo symmpin_kernel_algo_for(size_t count, int dtype, int nranks,
+ * SYMMPIN_INPUT_IN_SLOT counts as staged; unknown datatypes count as 0 bytes. All-gather and
+ * reduce-scatter: LL up to the LL limit of their chunk, copy above (one-shot moves each of their
+ * bytes once already: no two-shot). */
+symmpin_kernel_algo symmpin_kernel_algo_for(int coll, size_t count, int dtype, int nranks,
                                             symmpin_kernel_input input);
 
 /* Launch geometry of a call shape; {0, 0} for count 0 and for shapes slot_bytes refuses. */
 typedef struct symmpin_kernel_geometry {
   unsigned blocks, threads;
 } symmpin_kernel_geometry;
-symmpin_kernel_geometry symmpin_kernel_geometry_for(size_t count, int dtype, int nranks,
+symmpin_kernel_geometry symmpin_kernel_geometry_for(int coll, size_t count, int dtype, int nranks,
                                                     symmpin_kernel_input input);
 
 /* Which GPUs the kernels run on: the policy behind symmpin_kernel_device_check (allreduce.h), in

@@ -37,13 +37,16 @@ symmpin_reason symmpin_arena_route(symmpin_arena *arena, symmpin_comm *c, const 
   /* The capture state could not be read (ec->capture_id 0): maybe not a capture at all. NCCL,
    * rather than arena bytes a peer that knows better would not take. */
   if (ec->capture_id == 0) return SYMMPIN_REASON_CAPTURE;
-  if (!symmpin_kernel_supports(a->dtype, a->op)) return SYMMPIN_REASON_TYPE_OP;
+  if (!symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, a->dtype, a->op))
+    return SYMMPIN_REASON_TYPE_OP;
   if (cfg->max_bytes && (uint64_t)a->count * symmpin_dtype_size(a->dtype) > cfg->max_bytes)
     return SYMMPIN_REASON_TOO_LARGE;
-  size_t need = symmpin_kernel_slot_bytes(a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
+  size_t need = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, a->count, a->dtype, c->nranks,
+                                          SYMMPIN_INPUT_STAGED);
   if (!need) return SYMMPIN_REASON_TYPE_OP;
   need = (need + SYMMPIN_PLAN_ALIGNMENT - 1) / SYMMPIN_PLAN_ALIGNMENT * SYMMPIN_PLAN_ALIGNMENT;
-  int klass = symmpin_kernel_slot_class(a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
+  int klass = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, a->count, a->dtype, c->nranks,
+                                        SYMMPIN_INPUT_STAGED);
   uint64_t offset = 0;
   if (!arena_slot(arena, plan, ec->capture_id, ec->stream_ord, klass, need, &offset)) {
     if (!arena->full_logged && plan->capture_bytes) {

@@ -118,14 +118,24 @@ def ptx_version_for(sm):
     return max(PTX_FLOOR, TARGET_MIN.get(sm, PTX_FLOOR))
 
 
+# nvcc 13 writes `.pragma "used_bytes_mask M";` before some vector loads (PTX ISA 8.3+): a hint
+# to ptxas of which bytes of the next load are used. It changes no result (the load still loads
+# every byte), and older ISAs refuse it, so it goes where the version is lowered below 8.3.
+USED_BYTES_MASK = re.compile(rb'^[ \t]*\.pragma "used_bytes_mask [0-9]+";[ \t]*\n', re.M)
+
+
 def lower(text):
-    """The PTX with its .version line lowered to what its .target needs; no other byte changes."""
+    """The PTX with its .version line lowered to what its .target needs, and the hints that
+    version does not know removed (USED_BYTES_MASK); no other byte changes."""
     v, t = VERSION_LINE.search(text), TARGET_LINE.search(text)
     if not v or not t:
         fail("no .version or .target line in the PTX")
     have = (int(v.group(1)), int(v.group(2)))
     want = min(have, ptx_version_for(int(t.group(1))))
-    return text[:v.start()] + b".version %d.%d" % want + text[v.end():]
+    text = text[:v.start()] + b".version %d.%d" % want + text[v.end():]
+    if want < (8, 3):
+        text = USED_BYTES_MASK.sub(b"", text)
+    return text
 
 
 # ---- cubins

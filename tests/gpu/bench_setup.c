@@ -70,8 +70,10 @@ void bench_setup_pools(bench *b) {
     size_t es = symmpin_dtype_size(b->o.dtypes[d]);
     for (int i = 0; i < b->o.nsizes; i++) {
       size_t c = b->o.sizes[i] / es;
-      size_t st = symmpin_kernel_slot_bytes(c, b->o.dtypes[d], b->n, SYMMPIN_INPUT_STAGED);
-      size_t di = symmpin_kernel_slot_bytes(c, b->o.dtypes[d], b->n, SYMMPIN_INPUT_IN_SLOT);
+      size_t st = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, b->o.dtypes[d], b->n,
+                                            SYMMPIN_INPUT_STAGED);
+      size_t di = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, b->o.dtypes[d], b->n,
+                                            SYMMPIN_INPUT_IN_SLOT);
       if (st > staged) staged = st;
       if (di > direct) direct = di;
     }

@@ -13,7 +13,8 @@ bool bench_usable(const bench *b, int v, int dtype, size_t count) {
   if (v == V_NCCL || v == V_WIN) return true;
   int f = bench_form_of(v);
   if (!b->pool_ok || !b->form_ok[f]) return false;
-  size_t need = symmpin_kernel_slot_bytes(count, dtype, b->n, (symmpin_kernel_input)f);
+  size_t need = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, count, dtype, b->n,
+                                          (symmpin_kernel_input)f);
   return need != 0 && need <= b->slot_bytes[f];
 }
 

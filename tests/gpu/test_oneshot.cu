@@ -1,5 +1,6 @@
-/* GPU test of the all-reduce kernels (kernels/allreduce.h): every path of symmpin_kernel_launch,
- * i.e. the one-shot algorithms LL, copy (staged input) and in-slot.
+/* GPU test of the collectives' kernels (kernels/allreduce.h): every path of symmpin_kernel_launch,
+ * i.e. the all-reduce's one-shot algorithms LL, copy (staged input), in-slot and two-shot, and the
+ * all-gather's and reduce-scatter's LL and copy.
  *
  * One process simulates N ranks (argv: N, default 2): rank r lives on GPU r % ngpus, its "pool" is
  * a zeroed cudaMalloc'd buffer and slot pointers are raw pointers (no IPC in-process); peer access
@@ -14,9 +15,13 @@
  * replays with new data (one call of each algorithm); two streams on different slots; groups of
  * up to 16 calls in one launch against the same calls launched one by one; a rank that skips a
  * call on a slot (every rank must report an error, never combine two calls' data); the timeout
- * path of each algorithm (N-1 ranks launched).
+ * path of each algorithm (N-1 ranks launched). All-gather and reduce-scatter: every datatype
+ * (every op), counts 0, 1, odd, around the LL limit and up to the largest chunk symmpin takes, in
+ * place (NCCL's forms) and not, misaligned, against the host (all-gather bitwise; reduce-scatter
+ * within tolerance and bitwise the all-reduce kernel's chunk); the three collectives back to back
+ * on one slot of each shared class; captured and replayed.
  *
- * Usage: test_oneshot [N] [--small] [--seed S] (--help, --version). --small runs a tiny subset
+ * Usage: test_oneshot [N] [--small] [--colls] [--seed S] (--help, --version). --small runs a tiny subset
  * with 1 s waits (for compute-sanitizer; with N = 1 no kernel waits for another, which matters if
  * the tool serializes kernels: N > 1 then shows up as timeouts).
  * Prints one line per group and `test_oneshot: P passed, F failed`; exits 1 on any failure. */
@@ -25,6 +30,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cmath>
@@ -57,6 +63,7 @@ static const size_t kGuard = 256;     /* poisoned bytes around every user buffer
 static const uint8_t kPoisonOut = 0xA5, kPoisonIn = 0x5A;
 static uint64_t g_timeout_cycles = 20000000000ull; /* ~10 s: a bug fails, never hangs */
 static int g_passed, g_failed;
+static bool g_colls_only; /* --colls: the API checks and the all-gather / reduce-scatter groups only */
 
 /* ---------------------------------------------------------------- random numbers, dtypes */
 
@@ -238,6 +245,7 @@ struct Rank {
   cudaStream_t s[2];
   char *pool;
   char *bufA, *bufB; /* user send / recv buffers, kGuard + 16 spare bytes around the data */
+  char *bufC;        /* scratch: the all-reduce that a reduce-scatter is compared with */
   symmpin_kernel_error *err;     /* host-mapped */
   symmpin_kernel_error *err_dev; /* its device pointer */
 };
@@ -254,7 +262,8 @@ enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRA
         * depends on its bytes; one slot keeps one class) */
        SLOT_GROUP, SLOT_GROUP16 = SLOT_GROUP + SYMMPIN_KERNEL_GROUP_MAX,
        SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, SLOT_SKEW_TWO,
-       SLOT_SHAPE_LL, SLOT_SHAPE_TWO, NSLOTS };
+       SLOT_SHAPE_LL, SLOT_SHAPE_TWO, SLOT_COLL, SLOT_COLL_B2B_LL, SLOT_COLL_B2B_COPY,
+       SLOT_COLL_GRAPH, NSLOTS = SLOT_COLL_GRAPH + 4 };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
@@ -1026,10 +1035,10 @@ static void test_out_of_step_shapes() {
   } ts[2] = {{SLOT_SHAPE_LL, shape_ll_big(), 1000, "LL"},
              {SLOT_SHAPE_TWO, shape_two_big() / 4 * 4, shape_two_small(), "two-shot"}};
   for (const T &t : ts) {
-    symmpin_kernel_geometry gb = symmpin_kernel_geometry_for(t.big, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-    symmpin_kernel_geometry gs = symmpin_kernel_geometry_for(t.small, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-    if (symmpin_kernel_slot_class(t.big, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED) !=
-            symmpin_kernel_slot_class(t.small, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED) ||
+    symmpin_kernel_geometry gb = symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, t.big, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    symmpin_kernel_geometry gs = symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, t.small, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    if (symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, t.big, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED) !=
+            symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, t.small, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED) ||
         gb.blocks <= gs.blocks) {
       printf("out of step, other shapes, %s: skipped at %d ranks (%u and %u blocks)\n", t.name, N,
              gb.blocks, gs.blocks);
@@ -1193,16 +1202,396 @@ static void test_api() {
   printf("api argument checks: %d passed, %d failed\n", g_passed - p0, g_failed - f0);
 }
 
+/* ---------------------------------------------------------------- all-gather and reduce-scatter */
+
+/* NCCL's count argument is the chunk: the all-gather's send and the reduce-scatter's recv hold
+ * `count` elements, the other buffer nranks x count. */
+struct CollCase {
+  int coll, d, op;
+  size_t count;
+  bool inplace;       /* NCCL's in-place form (allreduce.h) */
+  size_t soff, roff;  /* misalignment of the buffers' base in bytes (multiples of the element) */
+};
+
+static const char *coll_label(int coll) { return symmpin_coll_name(coll); }
+
+/* Run one all-gather or reduce-scatter on all ranks and check it against the host's reference:
+ * all-gather bitwise (every rank's chunk at its place, on every rank), reduce-scatter within the
+ * all-reduce's tolerances (exact for integers) and, for `bitwise_ar`, bitwise the all-reduce
+ * kernel's result for the same inputs (the same rank order, the same arithmetic). Poison around
+ * every output must stay, and the input when not in place. */
+static int run_coll_case(const CollCase &c, int slot, uint64_t site, bool bitwise_ar) {
+  const size_t sz = symmpin_dtype_size(c.d), bytes = c.count * sz;
+  const bool ag = c.coll == SYMMPIN_COLL_ALLGATHER;
+  const size_t send_bytes = ag ? bytes : N * bytes, recv_bytes = ag ? N * bytes : bytes;
+  const size_t span = kGuard + 16 + N * bytes + kGuard;
+  char desc[192];
+  snprintf(desc, sizeof desc, "%s %s %s count %zu %s soff %zu roff %zu n %d", coll_label(c.coll),
+           symmpin_dtype_name(c.d), ag ? "-" : symmpin_op_name(c.op), c.count,
+           c.inplace ? "in-place" : "out-of-place", c.soff, c.roff, N);
+  if (span > g_buf_bytes) return check(false, "%s: test buffers too small", desc);
+
+  std::vector<std::vector<uint8_t>> in(N, std::vector<uint8_t>(send_bytes));
+  for (int r = 0; r < N; r++)
+    for (size_t i = 0; i < send_bytes / (sz ? sz : 1); i++) random_elem(c.d, &in[r][i * sz]);
+  std::vector<char *> send(N), recv(N);
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaMemset(R[r].bufA, kPoisonIn, span));
+    CK(cudaMemset(R[r].bufB, kPoisonOut, span));
+    if (!c.inplace) {
+      send[r] = R[r].bufA + kGuard + c.soff;
+      recv[r] = R[r].bufB + kGuard + c.roff;
+    } else if (ag) { /* send is chunk `rank` of recv */
+      recv[r] = R[r].bufB + kGuard + c.roff;
+      send[r] = recv[r] + (size_t)r * bytes;
+    } else { /* recv is chunk `rank` of send */
+      send[r] = R[r].bufB + kGuard + c.roff;
+      recv[r] = send[r] + (size_t)r * bytes;
+    }
+    if (send_bytes) CK(cudaMemcpy(send[r], in[r].data(), send_bytes, cudaMemcpyHostToDevice));
+  }
+  sync_devices();
+  clear_errors();
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    symmpin_kernel_call call = make_call(r, slot, c.count, c.d, c.op, SYMMPIN_INPUT_STAGED, send[r],
+                                          recv[r], site);
+    call.coll = c.coll;
+    symmpin_status st = symmpin_kernel_launch(&call, R[r].s[0]);
+    if (st != SYMMPIN_OK) return check(false, "%s: launch returned %s", desc, symmpin_status_name(st));
+  }
+  sync_or_die(desc);
+  char why[200];
+  if (!errors_clear(why, sizeof why)) return check(false, "%s: %s", desc, why);
+
+  std::vector<std::vector<uint8_t>> out(N, std::vector<uint8_t>(recv_bytes));
+  std::vector<uint8_t> A(span), B(span);
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    if (recv_bytes) CK(cudaMemcpy(out[r].data(), recv[r], recv_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(A.data(), R[r].bufA, span, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(B.data(), R[r].bufB, span, cudaMemcpyDeviceToHost));
+    size_t at;
+    /* Poison before and after the region of bufB the call owns: recv, or, for the in-place
+     * reduce-scatter, its send around recv, whose other chunks must be unchanged. */
+    bool rs_inplace = c.inplace && !ag;
+    size_t lo = rs_inplace ? kGuard + c.roff : (size_t)(recv[r] - R[r].bufB);
+    size_t len = rs_inplace ? send_bytes : recv_bytes;
+    if (!all_poison(B.data(), lo, kPoisonOut, &at) ||
+        !all_poison(B.data() + lo + len, span - lo - len, kPoisonOut, &at))
+      return check(false, "%s: rank %d wrote outside its buffers (byte %zu)", desc, r, at);
+    for (int q = 0; rs_inplace && q < N; q++)
+      if (q != r && memcmp(B.data() + lo + q * bytes, in[r].data() + q * bytes, bytes))
+        return check(false, "%s: rank %d changed chunk %d of its in-place send", desc, r, q);
+    if (!c.inplace && memcmp(A.data() + kGuard + c.soff, in[r].data(), send_bytes) != 0)
+      return check(false, "%s: rank %d's send buffer changed", desc, r);
+    if (!c.inplace && (!all_poison(A.data(), kGuard + c.soff, kPoisonIn, &at) ||
+                       !all_poison(A.data() + kGuard + c.soff + send_bytes,
+                                   span - kGuard - c.soff - send_bytes, kPoisonIn, &at)))
+      return check(false, "%s: rank %d wrote around its send buffer", desc, r);
+  }
+  if (ag) {
+    for (int r = 0; r < N; r++)
+      for (int q = 0; q < N; q++)
+        if (memcmp(out[r].data() + q * bytes, in[q].data(), bytes) != 0)
+          return check(false, "%s: rank %d's chunk %d is not rank %d's input", desc, r, q, q);
+    return check(true, "%s", desc);
+  }
+  for (int r = 0; r < N; r++) {
+    std::vector<const uint8_t *> inp(N);
+    for (int q = 0; q < N; q++) inp[q] = in[q].data() + r * bytes;
+    long bad = check_result(c.d, c.op, N, c.count, inp, out[r].data(), why, sizeof why);
+    if (bad >= 0) return check(false, "%s: rank %d: %s", desc, r, why);
+  }
+  if (bitwise_ar && c.count) {
+    /* The all-reduce kernel on the same inputs (n x count elements, out of place on the matrix's
+     * staged slot): each rank's chunk must be the reduce-scatter's result, bit for bit. */
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaMemcpy(R[r].bufA + kGuard, in[r].data(), send_bytes, cudaMemcpyHostToDevice));
+    }
+    sync_devices();
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      symmpin_kernel_call call = make_call(r, SLOT_STAGED, N * c.count, c.d, c.op, SYMMPIN_INPUT_STAGED,
+                                            R[r].bufA + kGuard, R[r].bufC, site ^ 0xA11);
+      symmpin_status st = symmpin_kernel_launch(&call, R[r].s[0]);
+      if (st != SYMMPIN_OK)
+        return check(false, "%s: the all-reduce for comparison returned %s", desc, symmpin_status_name(st));
+    }
+    sync_or_die(desc);
+    if (!errors_clear(why, sizeof why)) return check(false, "%s: the all-reduce: %s", desc, why);
+    std::vector<uint8_t> ar(send_bytes);
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaMemcpy(ar.data(), R[r].bufC, send_bytes, cudaMemcpyDeviceToHost));
+      if (memcmp(ar.data() + r * bytes, out[r].data(), bytes) != 0)
+        return check(false, "%s: rank %d differs bitwise from the all-reduce's chunk", desc, r);
+    }
+  }
+  return check(true, "%s", desc);
+}
+
+/* Every datatype (every op for the reduce-scatter), counts 0, 1, odd, around the LL limit and up
+ * to the largest chunk symmpin takes (SYMMPIN_MAX_BYTES, 2 MiB, over the larger buffer), in place
+ * and not, misaligned. */
+static void test_colls(bool small) {
+  const size_t max_chunk_bytes = (2u << 20) / N;
+  for (int coll : {SYMMPIN_COLL_ALLGATHER, SYMMPIN_COLL_REDUCESCATTER}) {
+    for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
+      if (small && d != SYMMPIN_FLOAT32 && d != SYMMPIN_BFLOAT16 && d != SYMMPIN_FP8E5M2) continue;
+      int p0 = g_passed, f0 = g_failed;
+      size_t sz = symmpin_dtype_size(d), ll = symmpin_oneshot_ll_max_bytes(N) / sz;
+      std::vector<size_t> counts = small ? std::vector<size_t>{0, 1, 257, ll + 1}
+                                         : std::vector<size_t>{0, 1, 7, 9, 255, 257, 4097, ll, ll + 1,
+                                                               65537, max_chunk_bytes / sz};
+      std::vector<int> ops;
+      if (coll == SYMMPIN_COLL_ALLGATHER) ops = {SYMMPIN_SUM};
+      else for (int o = 0; o < SYMMPIN_OP_COUNT; o++) if (!small || o != SYMMPIN_PROD) ops.push_back(o);
+      unsigned idx = 0;
+      for (int op : ops)
+        for (size_t count : counts)
+          for (int ip = 0; ip < 2; ip++, idx++) {
+            /* the largest chunks: sum and max only, to keep the host reference affordable */
+            if (count >= 65537 && coll == SYMMPIN_COLL_REDUCESCATTER && op != SYMMPIN_SUM &&
+                op != SYMMPIN_MAX)
+              continue;
+            CollCase c;
+            c.coll = coll, c.d = d, c.op = op, c.count = count, c.inplace = ip;
+            c.soff = (idx * 3 * sz) % 16 / sz * sz;
+            c.roff = ((idx * 5 + 1) * sz) % 16 / sz * sz;
+            run_coll_case(c, SLOT_COLL, 0x5000 + idx, coll == SYMMPIN_COLL_REDUCESCATTER && count <= 65537);
+          }
+      printf("%-13s %-4s: %d passed, %d failed (%zu counts x %zu ops x in/out of place)\n",
+             coll_label(coll), symmpin_dtype_name(d), g_passed - p0, g_failed - f0, counts.size(),
+             ops.size());
+      fflush(stdout);
+    }
+  }
+}
+
+/* The three collectives back to back on one slot of one class, K calls without a host sync, each
+ * with its own buffers (so fast ranks run ahead): the slot-reuse arguments across collectives and
+ * shapes (allreduce.h: they share the class). `big`: counts above the LL limit (the copy class). */
+static void test_colls_back_to_back(bool big, int K, int slot) {
+  int p0 = g_passed, f0 = g_failed;
+  const int d = SYMMPIN_FLOAT32, op = SYMMPIN_SUM;
+  const size_t ll = symmpin_oneshot_ll_max_bytes(N) / 4;
+  /* per collective: the all-reduce stays below the two-shot threshold (its own class) */
+  const size_t cnt[3] = {big ? ll + 77 : 1000, big ? ll + 5 : 777, big ? ll + 1 : 1501};
+  auto coll_of = [](int k) { return k % 3; }; /* SYMMPIN_COLL_* values 0, 1, 2 in turn */
+  size_t stride = 0;
+  for (int k = 0; k < 3; k++) stride = std::max(stride, (N * cnt[k] * 4 + 255) / 256 * 256);
+  std::vector<char *> ins(N), outs(N);
+  std::vector<std::vector<uint8_t>> host(N, std::vector<uint8_t>(stride * K));
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaMalloc(&ins[r], stride * K));
+    CK(cudaMalloc(&outs[r], stride * K));
+    for (size_t i = 0; i < stride * K / 4; i++) random_elem(d, &host[r][i * 4]);
+    CK(cudaMemcpy(ins[r], host[r].data(), stride * K, cudaMemcpyHostToDevice));
+    CK(cudaMemset(outs[r], kPoisonOut, stride * K));
+  }
+  sync_devices();
+  clear_errors();
+  char desc[160];
+  snprintf(desc, sizeof desc, "back-to-back all-reduce/all-gather/reduce-scatter %s x %d",
+           big ? "copy" : "LL", K);
+  bool launched = true;
+  for (int k = 0; k < K && launched; k++)
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      symmpin_kernel_call call = make_call(r, slot, cnt[coll_of(k)], d, op, SYMMPIN_INPUT_STAGED,
+                                            ins[r] + k * stride, outs[r] + k * stride, 0x6000 + k);
+      call.coll = coll_of(k);
+      call.call_id = (uint32_t)k;
+      if (symmpin_kernel_launch(&call, R[r].s[0]) != SYMMPIN_OK) launched = false;
+    }
+  sync_or_die(desc);
+  char why[200];
+  if (check(launched, "%s: a launch failed", desc) && check(errors_clear(why, sizeof why), "%s: %s", desc, why)) {
+    std::vector<std::vector<uint8_t>> got(N, std::vector<uint8_t>(stride * K));
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaMemcpy(got[r].data(), outs[r], stride * K, cudaMemcpyDeviceToHost));
+    }
+    int bad = 0;
+    for (int k = 0; k < K && bad < 3; k++) {
+      const int coll = coll_of(k);
+      const size_t count = cnt[coll], bytes = count * 4;
+      bool ok = true;
+      for (int r = 0; r < N && ok; r++) {
+        const uint8_t *o = got[r].data() + k * stride;
+        std::vector<const uint8_t *> inp(N);
+        if (coll == SYMMPIN_COLL_ALLGATHER) {
+          for (int q = 0; q < N && ok; q++)
+            if (memcmp(o + q * bytes, host[q].data() + k * stride, bytes)) {
+              snprintf(why, sizeof why, "rank %d's chunk %d wrong", r, q);
+              ok = false;
+            }
+          continue;
+        }
+        size_t chunk = coll == SYMMPIN_COLL_REDUCESCATTER ? r * bytes : 0;
+        for (int q = 0; q < N; q++) inp[q] = host[q].data() + k * stride + chunk;
+        if (check_result(d, op, N, count, inp, o, why, sizeof why) >= 0) ok = false;
+      }
+      if (!check(ok, "%s: call %d (%s): %s", desc, k, coll_label(coll), why)) bad++;
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaFree(ins[r]));
+    CK(cudaFree(outs[r]));
+  }
+  printf("%s: %d passed, %d failed\n", desc, g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* Captured all-gathers and reduce-scatters (LL and copy each), replayed with new inputs. */
+static void test_colls_graph(int replays) {
+  int p0 = g_passed, f0 = g_failed;
+  const size_t ll4 = symmpin_oneshot_ll_max_bytes(N) / 4, ll2 = symmpin_oneshot_ll_max_bytes(N) / 2;
+  struct G {
+    int coll, slot, d, op;
+    size_t count;
+  } calls[4] = {
+      {SYMMPIN_COLL_ALLGATHER, SLOT_COLL_GRAPH + 0, SYMMPIN_BFLOAT16, SYMMPIN_SUM, 3001},
+      {SYMMPIN_COLL_ALLGATHER, SLOT_COLL_GRAPH + 1, SYMMPIN_FLOAT32, SYMMPIN_SUM, ll4 + 333},
+      {SYMMPIN_COLL_REDUCESCATTER, SLOT_COLL_GRAPH + 2, SYMMPIN_FLOAT32, SYMMPIN_SUM, 1001},
+      {SYMMPIN_COLL_REDUCESCATTER, SLOT_COLL_GRAPH + 3, SYMMPIN_BFLOAT16, SYMMPIN_AVG, ll2 + 99},
+  };
+  const int J = 4;
+  std::vector<cudaGraphExec_t> exec(N);
+  std::vector<char *> ins(N * J), outs(N * J);
+  auto sbytes = [&](int j) { return symmpin_coll_send_count(calls[j].coll, calls[j].count, N) * symmpin_dtype_size(calls[j].d); };
+  auto rbytes = [&](int j) { return symmpin_coll_recv_count(calls[j].coll, calls[j].count, N) * symmpin_dtype_size(calls[j].d); };
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    for (int j = 0; j < J; j++) {
+      CK(cudaMalloc(&ins[r * J + j], sbytes(j)));
+      CK(cudaMalloc(&outs[r * J + j], rbytes(j)));
+    }
+    cudaStream_t s = R[r].s[0];
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    bool ok = true;
+    for (int j = 0; j < J; j++) {
+      symmpin_kernel_call call = make_call(r, calls[j].slot, calls[j].count, calls[j].d, calls[j].op,
+                                            SYMMPIN_INPUT_STAGED, ins[r * J + j], outs[r * J + j], 0x7000 + j);
+      call.coll = calls[j].coll;
+      ok &= symmpin_kernel_launch(&call, s) == SYMMPIN_OK;
+    }
+    cudaGraph_t g;
+    CK(cudaStreamEndCapture(s, &g));
+    check(ok, "collectives graph: capture of rank %d's launches", r);
+    CK(cudaGraphInstantiate(&exec[r], g, 0));
+    CK(cudaGraphDestroy(g));
+  }
+  int bad = 0;
+  for (int it = 0; it < replays && bad <= 5; it++) {
+    std::vector<std::vector<std::vector<uint8_t>>> host(J, std::vector<std::vector<uint8_t>>(N));
+    for (int j = 0; j < J; j++) {
+      size_t sz = symmpin_dtype_size(calls[j].d);
+      for (int r = 0; r < N; r++) {
+        host[j][r].resize(sbytes(j));
+        for (size_t i = 0; i < sbytes(j) / sz; i++) random_elem(calls[j].d, &host[j][r][i * sz]);
+        set_dev(r);
+        CK(cudaMemcpy(ins[r * J + j], host[j][r].data(), sbytes(j), cudaMemcpyHostToDevice));
+        CK(cudaMemset(outs[r * J + j], kPoisonOut, rbytes(j)));
+      }
+    }
+    sync_devices();
+    clear_errors();
+    for (int r = 0; r < N; r++) {
+      set_dev(r);
+      CK(cudaGraphLaunch(exec[r], R[r].s[0]));
+    }
+    sync_or_die("collectives graph replay");
+    char why[200];
+    if (!check(errors_clear(why, sizeof why), "collectives graph replay %d: %s", it, why)) {
+      bad++;
+      continue;
+    }
+    for (int j = 0; j < J; j++) {
+      const size_t bytes = calls[j].count * symmpin_dtype_size(calls[j].d);
+      bool ok = true;
+      why[0] = '\0';
+      for (int r = 0; r < N && ok; r++) {
+        std::vector<uint8_t> got(rbytes(j));
+        set_dev(r);
+        CK(cudaMemcpy(got.data(), outs[r * J + j], rbytes(j), cudaMemcpyDeviceToHost));
+        if (calls[j].coll == SYMMPIN_COLL_ALLGATHER) {
+          for (int q = 0; q < N && ok; q++)
+            if (memcmp(got.data() + q * bytes, host[j][q].data(), bytes)) {
+              snprintf(why, sizeof why, "rank %d's chunk %d wrong", r, q);
+              ok = false;
+            }
+        } else {
+          std::vector<const uint8_t *> inp(N);
+          for (int q = 0; q < N; q++) inp[q] = host[j][q].data() + r * bytes;
+          if (check_result(calls[j].d, calls[j].op, N, calls[j].count, inp, got.data(), why, sizeof why) >= 0)
+            ok = false;
+        }
+      }
+      if (!check(ok, "collectives graph replay %d call %d (%s): %s", it, j, coll_label(calls[j].coll), why))
+        bad++;
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    set_dev(r);
+    CK(cudaGraphExecDestroy(exec[r]));
+    for (int j = 0; j < J; j++) {
+      CK(cudaFree(ins[r * J + j]));
+      CK(cudaFree(outs[r * J + j]));
+    }
+  }
+  printf("collectives graph capture + %d replays (all-gather LL and copy, reduce-scatter LL and "
+         "copy): %d passed, %d failed\n",
+         replays, g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* Refusals particular to the new collectives: nothing is launched. */
+static void test_colls_api() {
+  int p0 = g_passed, f0 = g_failed;
+  set_dev(0);
+  char *a = R[0].bufA + kGuard, *b = R[0].bufB + kGuard;
+  auto launch = [&](int coll, size_t count, const void *send, void *recv, symmpin_kernel_input in, int op) {
+    symmpin_kernel_call c = make_call(0, SLOT_COLL, count, SYMMPIN_FLOAT32, op, in, send, recv, 1);
+    c.coll = coll;
+    return symmpin_kernel_launch(&c, R[0].s[0]);
+  };
+  check(launch(3, 16, a, b, SYMMPIN_INPUT_STAGED, SYMMPIN_SUM) == SYMMPIN_ERR_INVALID, "unknown collective refused");
+  check(launch(SYMMPIN_COLL_ALLGATHER, 16, a, b, SYMMPIN_INPUT_IN_SLOT, SYMMPIN_SUM) == SYMMPIN_ERR_UNSUPPORTED,
+        "all-gather in-slot refused");
+  check(launch(SYMMPIN_COLL_REDUCESCATTER, 16, a, b, SYMMPIN_INPUT_STAGED, 7) == SYMMPIN_ERR_UNSUPPORTED,
+        "reduce-scatter with a user op refused");
+  check(symmpin_kernel_supports(SYMMPIN_COLL_ALLGATHER, SYMMPIN_FLOAT32, 7), "all-gather ignores the op");
+  if (N > 1) {
+    /* shifted overlaps that are not NCCL's in-place forms */
+    check(launch(SYMMPIN_COLL_ALLGATHER, 16, b + 4, b, SYMMPIN_INPUT_STAGED, SYMMPIN_SUM) == SYMMPIN_ERR_UNSUPPORTED,
+          "all-gather with send inside recv at another chunk refused");
+    check(launch(SYMMPIN_COLL_REDUCESCATTER, 16, a, a + 64 + 4, SYMMPIN_INPUT_STAGED, SYMMPIN_SUM) == SYMMPIN_ERR_UNSUPPORTED,
+          "reduce-scatter with recv inside send at another chunk refused");
+  }
+  check(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, 1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT) == 0,
+        "no in-slot slot size for the all-gather");
+  sync_or_die("collectives api");
+  printf("collectives api: %d passed, %d failed\n", g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
 /* ---------------------------------------------------------------- main */
 
 static const char kProg[] = "test_oneshot";
 
 static void usage(FILE *to) {
   fprintf(to,
-          "usage: %s [N] [--small] [--seed S]\n"
+          "usage: %s [N] [--small] [--colls] [--seed S]\n"
           "GPU test of symmpin's all-reduce kernels (kernels/allreduce.h): N simulated ranks\n"
           "(1..%d, default 2) in this process, rank r on visible GPU r %% ngpus.\n"
           "  --small      a small subset with 1 s waits (for compute-sanitizer)\n"
+          "  --colls      only the API checks and the all-gather / reduce-scatter groups\n"
           "  --seed S     seed of the random inputs (default 0x5eed1234abcd; printed first)\n"
           "  --help       print this and exit\n"
           "  --version    print symmpin's version and git revision and exit\n"
@@ -1216,6 +1605,7 @@ int main(int argc, char **argv) {
   uint64_t seed = 0x5eed1234abcdull;
   static const struct option longopts[] = {
       {"small", no_argument, nullptr, 's'},
+      {"colls", no_argument, nullptr, 'c'},
       {"seed", required_argument, nullptr, 'S'},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'V'},
@@ -1226,6 +1616,7 @@ int main(int argc, char **argv) {
   while ((o = getopt_long(argc, argv, ":h", longopts, nullptr)) != -1) {
     switch (o) {
     case 's': small = true; break;
+    case 'c': g_colls_only = true; break;
     case 'S': {
       char *end = nullptr;
       errno = 0;
@@ -1289,37 +1680,60 @@ int main(int argc, char **argv) {
   size_t big = 0, bigd = 0;
   size_t maxcount = small ? (1024u << 10) / N + 4 : 1048577 + (512u << 10) / N + 2;
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
-    size_t s = symmpin_kernel_slot_bytes(maxcount, d, N, SYMMPIN_INPUT_STAGED);
-    size_t t = symmpin_kernel_slot_bytes(maxcount, d, N, SYMMPIN_INPUT_IN_SLOT);
+    size_t s = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, maxcount, d, N, SYMMPIN_INPUT_STAGED);
+    size_t t = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, maxcount, d, N, SYMMPIN_INPUT_IN_SLOT);
     big = s > big ? s : big, bigd = t > bigd ? t : bigd;
   }
   g_slot_bytes[SLOT_STAGED] = big;
   g_slot_bytes[SLOT_IN_SLOT] = bigd;
-  g_slot_bytes[SLOT_B2B] = symmpin_kernel_slot_bytes(400000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_STREAM0] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_STREAM1] = symmpin_kernel_slot_bytes(3000, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_IN_SLOT);
-  g_slot_bytes[SLOT_GRAPH_LL] = symmpin_kernel_slot_bytes(3001, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_GRAPH_IN_SLOT] = symmpin_kernel_slot_bytes(1025, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
+  g_slot_bytes[SLOT_B2B] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 400000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_STREAM0] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_STREAM1] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 3000, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_IN_SLOT);
+  g_slot_bytes[SLOT_GRAPH_LL] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 3001, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_GRAPH_IN_SLOT] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1025, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
   g_slot_bytes[SLOT_GRAPH_COPY] =
-      symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+      symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, (512u << 10) / N / 4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_GRAPH_TWO] =
-      symmpin_kernel_slot_bytes(graph_two_count(), SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_TO_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_TO_IN_SLOT] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
+      symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, graph_two_count(), SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_TO_LL] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_TO_IN_SLOT] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_IN_SLOT);
   g_slot_bytes[SLOT_TO_COPY] =
-      symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_TO_TWO] = symmpin_kernel_slot_bytes(two_count(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+      symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, (512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_TO_TWO] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, two_count(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_TWO] = g_slot_bytes[SLOT_TO_TWO];
-  g_slot_bytes[SLOT_SHAPE_LL] = symmpin_kernel_slot_bytes(shape_ll_big(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_SHAPE_TWO] = symmpin_kernel_slot_bytes(shape_two_big(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-  g_slot_bytes[SLOT_SKEW_LL] = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SHAPE_LL] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, shape_ll_big(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SHAPE_TWO] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, shape_two_big(), SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_API] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+  g_slot_bytes[SLOT_SKEW_LL] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1000, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   g_slot_bytes[SLOT_SKEW_COPY] =
-      symmpin_kernel_slot_bytes((512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+      symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, (512u << 10) / N / 4 + 100, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
   for (int i = 0; i < SYMMPIN_KERNEL_GROUP_MAX; i++) {
     size_t c = kGroupCounts[i] ? kGroupCounts[i] : 1;
-    g_slot_bytes[SLOT_GROUP + i] = symmpin_kernel_slot_bytes(c, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
-    g_slot_bytes[SLOT_GROUP16 + i] = symmpin_kernel_slot_bytes(c, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+    g_slot_bytes[SLOT_GROUP + i] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    g_slot_bytes[SLOT_GROUP16 + i] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+  }
+  /* The new collectives: the largest chunk the matrix takes, of any datatype; the back-to-back
+   * slots hold the three collectives' calls (test_colls_back_to_back); the graph's its own. */
+  {
+    size_t cb = 0, ll = symmpin_oneshot_ll_max_bytes(N);
+    for (int coll : {SYMMPIN_COLL_ALLGATHER, SYMMPIN_COLL_REDUCESCATTER})
+      for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
+        size_t sz = symmpin_dtype_size(d);
+        size_t c = std::max((size_t)65537, std::max(ll / sz + 1, (size_t)(2u << 20) / N / sz));
+        cb = std::max(cb, symmpin_kernel_slot_bytes(coll, c, d, N, SYMMPIN_INPUT_STAGED));
+      }
+    g_slot_bytes[SLOT_COLL] = cb;
+    size_t l4 = ll / 4;
+    for (int big = 0; big < 2; big++) {
+      size_t cnt[3] = {big ? l4 + 77 : 1000, big ? l4 + 5 : 777, big ? l4 + 1 : 1501}, m = 0;
+      for (int coll = 0; coll < 3; coll++)
+        m = std::max(m, symmpin_kernel_slot_bytes(coll, cnt[coll], SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED));
+      g_slot_bytes[big ? SLOT_COLL_B2B_COPY : SLOT_COLL_B2B_LL] = m;
+    }
+    g_slot_bytes[SLOT_COLL_GRAPH + 0] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, 3001, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
+    g_slot_bytes[SLOT_COLL_GRAPH + 1] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, l4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    g_slot_bytes[SLOT_COLL_GRAPH + 2] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_REDUCESCATTER, 1001, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    g_slot_bytes[SLOT_COLL_GRAPH + 3] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_REDUCESCATTER, ll / 2 + 99, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
   }
   size_t pool_bytes = 0;
   for (int k = 0; k < NSLOTS; k++) {
@@ -1327,6 +1741,9 @@ int main(int argc, char **argv) {
     pool_bytes += (g_slot_bytes[k] + 4095) / 4096 * 4096;
   }
   g_buf_bytes = 2 * kGuard + 16 + maxcount * 8;
+  /* the new collectives' larger buffers: nranks x the largest chunk (2 MiB over all, or 65537
+   * elements of 8 bytes, or the LL limit's) */
+  g_buf_bytes = std::max(g_buf_bytes, 2 * kGuard + 16 + (size_t)N * std::max((size_t)65537 * 8, std::max((size_t)(2u << 20) / N, symmpin_oneshot_ll_max_bytes(N) + 8)));
 
   R.resize(N);
   for (int r = 0; r < N; r++) {
@@ -1339,12 +1756,22 @@ int main(int argc, char **argv) {
     CK(cudaMemset(k.pool, 0, pool_bytes)); /* slots are zeroed once, as the contract asks */
     CK(cudaMalloc(&k.bufA, g_buf_bytes));
     CK(cudaMalloc(&k.bufB, g_buf_bytes));
+    CK(cudaMalloc(&k.bufC, g_buf_bytes));
     CK(cudaHostAlloc(&k.err, sizeof *k.err, cudaHostAllocMapped | cudaHostAllocPortable));
     CK(cudaHostGetDevicePointer((void **)&k.err_dev, k.err, 0));
   }
   sync_devices();
 
   test_api();
+  test_colls_api();
+  test_colls(small);
+  test_colls_back_to_back(false, small ? 30 : 600, SLOT_COLL_B2B_LL);
+  test_colls_back_to_back(true, small ? 6 : 60, SLOT_COLL_B2B_COPY);
+  test_colls_graph(small ? 3 : 50);
+  if (g_colls_only) {
+    printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+  }
   test_matrix(small);
   int K = small ? 20 : 1000;
   test_back_to_back(SYMMPIN_INPUT_STAGED, false, SYMMPIN_FLOAT32, SYMMPIN_SUM, 4097, K, SLOT_B2B);

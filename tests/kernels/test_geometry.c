@@ -24,20 +24,30 @@ static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 Test(kernels_supports, every_nccl_type_and_builtin_op) {
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++)
     for (int op = 0; op < SYMMPIN_OP_COUNT; op++)
-      cr_expect(symmpin_kernel_supports(d, op), "dtype %d op %d should be supported", d, op);
+      cr_expect(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, d, op),
+                "dtype %d op %d should be supported", d, op);
 }
 
 Test(kernels_supports, rejects_unknown_values) {
-  cr_expect_not(symmpin_kernel_supports(-1, SYMMPIN_SUM));
-  cr_expect_not(symmpin_kernel_supports(SYMMPIN_DTYPE_COUNT, SYMMPIN_SUM));
-  cr_expect_not(symmpin_kernel_supports(SYMMPIN_FLOAT32, SYMMPIN_OP_COUNT)); /* PreMulSum ops */
-  cr_expect_not(symmpin_kernel_supports(SYMMPIN_FLOAT32, -1));
-  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_DTYPE_COUNT, 2, SYMMPIN_INPUT_STAGED), 0);
-  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_FLOAT32, 0, SYMMPIN_INPUT_STAGED), 0);
-  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_FLOAT32, SYMMPIN_KERNEL_MAX_RANKS + 1,
-                                          SYMMPIN_INPUT_STAGED), 0);
-  cr_expect_eq(symmpin_kernel_slot_bytes(10, SYMMPIN_FLOAT32, 2, (symmpin_kernel_input)7), 0);
-  cr_expect_eq(symmpin_kernel_slot_bytes(SIZE_MAX / 2, SYMMPIN_FLOAT64, 2, SYMMPIN_INPUT_STAGED),
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, -1, SYMMPIN_SUM));
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, SYMMPIN_DTYPE_COUNT, SYMMPIN_SUM));
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, SYMMPIN_FLOAT32,
+                                        SYMMPIN_OP_COUNT)); /* PreMulSum ops */
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, SYMMPIN_FLOAT32, -1));
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 10, SYMMPIN_DTYPE_COUNT, 2,
+                                         SYMMPIN_INPUT_STAGED),
+               0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 10, SYMMPIN_FLOAT32, 0,
+                                         SYMMPIN_INPUT_STAGED),
+               0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 10, SYMMPIN_FLOAT32,
+                                         SYMMPIN_KERNEL_MAX_RANKS + 1, SYMMPIN_INPUT_STAGED),
+               0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 10, SYMMPIN_FLOAT32, 2,
+                                         (symmpin_kernel_input)7),
+               0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, SIZE_MAX / 2, SYMMPIN_FLOAT64, 2,
+                                         SYMMPIN_INPUT_STAGED),
                0, "overflowing sizes are refused, not wrapped");
 }
 
@@ -87,15 +97,18 @@ Test(kernels_supports, follows_the_datatype_and_op_lists) {
     cr_expect_eq(symmpin_dtype_size(d), listed_dtypes[i].bytes, "%s: size", listed_dtypes[i].name);
     for (size_t j = 0; j < NLISTED_OPS; j++) {
       bool want = has && listed_ops[j].has_kernel;
-      cr_expect_eq(symmpin_kernel_supports(d, listed_ops[j].value), want, "%s / %s: supports %d",
-                   listed_dtypes[i].name, listed_ops[j].name, !want);
+      cr_expect_eq(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, d, listed_ops[j].value), want,
+                   "%s / %s: supports %d", listed_dtypes[i].name, listed_ops[j].name, !want);
     }
     for (int f = 0; f < 2; f++) {
-      cr_expect_eq(symmpin_kernel_slot_bytes(100, d, 2, (symmpin_kernel_input)f) != 0, has,
-                   "%s form %d: a slot size exactly when it has a kernel", listed_dtypes[i].name,
-                   f);
-      cr_expect_eq(symmpin_kernel_geometry_for(100, d, 2, (symmpin_kernel_input)f).blocks != 0, has,
-                   "%s form %d: a geometry exactly when it has a kernel", listed_dtypes[i].name, f);
+      cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 100, d, 2,
+                                             (symmpin_kernel_input)f) != 0,
+                   has, "%s form %d: a slot size exactly when it has a kernel",
+                   listed_dtypes[i].name, f);
+      cr_expect_eq(
+          symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, 100, d, 2, (symmpin_kernel_input)f)
+                  .blocks != 0,
+          has, "%s form %d: a geometry exactly when it has a kernel", listed_dtypes[i].name, f);
     }
   }
 }
@@ -113,12 +126,16 @@ Test(kernels_supports, refuses_every_value_the_lists_do_not_name) {
     int v = values[k];
     if (!dtype_listed(v)) {
       for (size_t j = 0; j < NLISTED_OPS; j++)
-        cr_expect_not(symmpin_kernel_supports(v, listed_ops[j].value), "dtype %d is not listed", v);
-      cr_expect_eq(symmpin_kernel_slot_bytes(100, v, 2, SYMMPIN_INPUT_STAGED), 0, "dtype %d", v);
+        cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, v, listed_ops[j].value),
+                      "dtype %d is not listed", v);
+      cr_expect_eq(
+          symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 100, v, 2, SYMMPIN_INPUT_STAGED), 0,
+          "dtype %d", v);
     }
     if (!op_listed(v))
       for (size_t i = 0; i < NLISTED_DTYPES; i++)
-        cr_expect_not(symmpin_kernel_supports(listed_dtypes[i].value, v), "op %d is not listed", v);
+        cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, listed_dtypes[i].value, v),
+                      "op %d is not listed", v);
   }
 }
 
@@ -130,10 +147,13 @@ Test(kernels_slot_class, in_range_for_every_shape_and_deterministic) {
     for (int n = -1; n <= SYMMPIN_KERNEL_MAX_RANKS + 1; n++)
       for (int f = 0; f < 3; f++)
         for (size_t i = 0; i < NCOUNTS; i++) {
-          int k = symmpin_kernel_slot_class(counts[i], d, n, (symmpin_kernel_input)f);
+          int k = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, counts[i], d, n,
+                                            (symmpin_kernel_input)f);
           cr_assert(k >= 0 && k < SYMMPIN_KERNEL_SLOT_CLASSES,
                     "dtype %d n %d form %d count %zu: class %d", d, n, f, counts[i], k);
-          cr_expect_eq(symmpin_kernel_slot_class(counts[i], d, n, (symmpin_kernel_input)f), k);
+          cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, counts[i], d, n,
+                                                 (symmpin_kernel_input)f),
+                       k);
         }
 }
 
@@ -149,10 +169,14 @@ Test(kernels_slot_class, names) {
   cr_expect_null(symmpin_kernel_slot_class_name(-1));
   cr_expect_null(symmpin_kernel_slot_class_name(SYMMPIN_KERNEL_SLOT_CLASSES));
   /* symmpin-replay prints these (tests/planner/test_replay.py looks for "two-shot") */
-  int ll = symmpin_kernel_slot_class(1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
-  int copy = symmpin_kernel_slot_class((1 << 16) + 1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
-  int in_slot = symmpin_kernel_slot_class(1, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_IN_SLOT);
-  int two = symmpin_kernel_slot_class(1 << 22, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
+  int ll = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, 1, SYMMPIN_FLOAT32, 2,
+                                     SYMMPIN_INPUT_STAGED);
+  int copy = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, (1 << 16) + 1, SYMMPIN_FLOAT32, 2,
+                                       SYMMPIN_INPUT_STAGED);
+  int in_slot = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, 1, SYMMPIN_FLOAT32, 2,
+                                          SYMMPIN_INPUT_IN_SLOT);
+  int two = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, 1 << 22, SYMMPIN_FLOAT32, 2,
+                                      SYMMPIN_INPUT_STAGED);
   cr_expect_str_eq(symmpin_kernel_slot_class_name(ll), "LL");
   cr_expect_str_eq(symmpin_kernel_slot_class_name(copy), "copy");
   cr_expect_str_eq(symmpin_kernel_slot_class_name(in_slot), "in-slot");
@@ -166,7 +190,7 @@ Test(kernels_slot_class, differs_whenever_the_algorithm_differs) {
   int class_of[SYMMPIN_ALGO_COUNT];
   for (int a = 0; a < SYMMPIN_ALGO_COUNT; a++) class_of[a] = -1;
   for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
-    if (!symmpin_kernel_supports(d, SYMMPIN_SUM)) continue;
+    if (!symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, d, SYMMPIN_SUM)) continue;
     size_t esize = symmpin_dtype_size(d);
     for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
       size_t at = symmpin_oneshot_ll_max_bytes(n) / esize;
@@ -176,8 +200,8 @@ Test(kernels_slot_class, differs_whenever_the_algorithm_differs) {
       for (int f = 0; f < 2; f++)
         for (size_t i = 0; i < NCOUNTS + 3; i++) {
           symmpin_kernel_input in = (symmpin_kernel_input)f;
-          int a = (int)symmpin_kernel_algo_for(cs[i], d, n, in);
-          int k = symmpin_kernel_slot_class(cs[i], d, n, in);
+          int a = (int)symmpin_kernel_algo_for(SYMMPIN_COLL_ALLREDUCE, cs[i], d, n, in);
+          int k = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, cs[i], d, n, in);
           cr_assert(a >= 0 && a < SYMMPIN_ALGO_COUNT);
           if (class_of[a] < 0) class_of[a] = k;
           cr_expect_eq(k, class_of[a], "algorithm %d in classes %d and %d", a, class_of[a], k);
@@ -199,18 +223,32 @@ Test(kernels_slot_class, numbers_unchanged) {
   cr_expect_eq(SYMMPIN_KERNEL_SLOT_CLASSES, 4);
   for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
     size_t at = symmpin_oneshot_ll_max_bytes(n);
-    cr_expect_eq(symmpin_kernel_slot_class(at, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 0);
-    cr_expect_eq(symmpin_kernel_slot_class(at + 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 1);
-    cr_expect_eq(symmpin_kernel_slot_class(at + 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
-    cr_expect_eq(symmpin_kernel_slot_class(1, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, at, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_STAGED),
+                 0);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, at + 1, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_STAGED),
+                 1);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, at + 1, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_IN_SLOT),
+                 2);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, 1, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_IN_SLOT),
+                 2);
     size_t two = symmpin_twoshot_min_bytes(n);
     if (n == 1) {
       cr_expect_eq(two, SIZE_MAX, "one rank never takes two-shot");
       continue;
     }
-    cr_expect_eq(symmpin_kernel_slot_class(two - 1, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 1);
-    cr_expect_eq(symmpin_kernel_slot_class(two, SYMMPIN_INT8, n, SYMMPIN_INPUT_STAGED), 3);
-    cr_expect_eq(symmpin_kernel_slot_class(two, SYMMPIN_INT8, n, SYMMPIN_INPUT_IN_SLOT), 2);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, two - 1, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_STAGED),
+                 1);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, two, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_STAGED),
+                 3);
+    cr_expect_eq(symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, two, SYMMPIN_INT8, n,
+                                           SYMMPIN_INPUT_IN_SLOT),
+                 2);
   }
 }
 
@@ -307,7 +345,8 @@ Test(kernels_layout, twoshot_regions_disjoint) {
 /* Host model of what the kernels touch in a slot, in bytes from its start: the highest byte + 1. */
 static size_t model_extent(size_t count, int dtype, int nranks, symmpin_kernel_input form) {
   size_t bytes = count * symmpin_dtype_size(dtype);
-  symmpin_kernel_algo v = symmpin_kernel_algo_for(count, dtype, nranks, form);
+  symmpin_kernel_algo v =
+      symmpin_kernel_algo_for(SYMMPIN_COLL_ALLREDUCE, count, dtype, nranks, form);
   size_t units = symmpin_oneshot_units(count, dtype, v);
   if (count == 0) return SYMMPIN_ONESHOT_HEADER_BYTES;
   switch (v) {
@@ -360,7 +399,8 @@ ParameterizedTest(int *dtype, kernels_slot, sizes, .timeout = 60) {
       size_t prev = 0;
       for (size_t i = 0; i < NCOUNTS; i++) {
         size_t c = counts[i];
-        size_t sb = symmpin_kernel_slot_bytes(c, *dtype, n, (symmpin_kernel_input)f);
+        size_t sb = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, *dtype, n,
+                                              (symmpin_kernel_input)f);
         cr_assert_gt(sb, 0, "dtype %d n %d form %d count %zu", *dtype, n, f, c);
         cr_expect_eq(sb % SYMMPIN_ONESHOT_SLOT_ALIGN, 0, "slot size %zu not aligned", sb);
         cr_expect_geq(sb, prev, "slot size shrinks at count %zu (dtype %d n %d form %d)", c,
@@ -376,9 +416,11 @@ ParameterizedTest(int *dtype, kernels_slot, sizes, .timeout = 60) {
 
 Test(kernels_slot, in_slot_needs_exactly_header_plus_data) {
   /* The in-slot form's data area is contiguous: a caller writes count*esize bytes at the offset. */
-  size_t sb = symmpin_kernel_slot_bytes(1000, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_IN_SLOT);
+  size_t sb = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1000, SYMMPIN_FLOAT32, 2,
+                                        SYMMPIN_INPUT_IN_SLOT);
   cr_expect_eq(sb, SYMMPIN_ONESHOT_HEADER_BYTES + 4096);
-  cr_expect_eq(symmpin_kernel_slot_bytes(1024, SYMMPIN_FLOAT32, 8, SYMMPIN_INPUT_IN_SLOT),
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_FLOAT32, 8,
+                                         SYMMPIN_INPUT_IN_SLOT),
                SYMMPIN_ONESHOT_HEADER_BYTES + 4096, "in-slot size does not grow with ranks");
 }
 
@@ -386,11 +428,14 @@ Test(kernels_algo, ll_below_threshold_copy_above) {
   for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
     size_t max = symmpin_oneshot_ll_max_bytes(n);
     cr_assert_gt(max, 0);
-    cr_expect_eq(symmpin_kernel_algo_for(max / 2, SYMMPIN_BFLOAT16, n,
-                                             SYMMPIN_INPUT_STAGED), SYMMPIN_ALGO_ONESHOT_LL);
-    cr_expect_eq(symmpin_kernel_algo_for(max / 2 + 1, SYMMPIN_BFLOAT16, n, SYMMPIN_INPUT_STAGED),
+    cr_expect_eq(symmpin_kernel_algo_for(SYMMPIN_COLL_ALLREDUCE, max / 2, SYMMPIN_BFLOAT16, n,
+                                         SYMMPIN_INPUT_STAGED),
+                 SYMMPIN_ALGO_ONESHOT_LL);
+    cr_expect_eq(symmpin_kernel_algo_for(SYMMPIN_COLL_ALLREDUCE, max / 2 + 1, SYMMPIN_BFLOAT16, n,
+                                         SYMMPIN_INPUT_STAGED),
                  SYMMPIN_ALGO_ONESHOT_COPY);
-    cr_expect_eq(symmpin_kernel_algo_for(1, SYMMPIN_BFLOAT16, n, SYMMPIN_INPUT_IN_SLOT),
+    cr_expect_eq(symmpin_kernel_algo_for(SYMMPIN_COLL_ALLREDUCE, 1, SYMMPIN_BFLOAT16, n,
+                                         SYMMPIN_INPUT_IN_SLOT),
                  SYMMPIN_ALGO_ONESHOT_IN_SLOT);
     if (n > 1) cr_expect_leq(max, symmpin_oneshot_ll_max_bytes(n - 1), "more ranks, less LL");
   }
@@ -402,7 +447,8 @@ Test(kernels_geometry, within_caps_and_covers_the_work) {
       for (int f = 0; f < 2; f++)
         for (size_t i = 0; i < NCOUNTS; i++) {
           size_t c = counts[i];
-          symmpin_kernel_geometry g = symmpin_kernel_geometry_for(c, d, n, f);
+          symmpin_kernel_geometry g =
+              symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, c, d, n, f);
           if (c == 0) {
             cr_expect_eq(g.blocks, 0, "count 0 launches nothing");
             continue;
@@ -414,33 +460,39 @@ Test(kernels_geometry, within_caps_and_covers_the_work) {
           cr_expect_geq(g.threads, (unsigned)n, "barrier needs one thread per rank");
           /* 8 simulated ranks must fit on one GPU (132 SMs x 2048 threads on an H200) */
           cr_expect_leq(8ull * g.blocks * g.threads, 132ull * 2048 / 2);
-          size_t units = symmpin_oneshot_units(c, d, symmpin_kernel_algo_for(c, d, n, f));
+          size_t units = symmpin_oneshot_units(
+              c, d, symmpin_kernel_algo_for(SYMMPIN_COLL_ALLREDUCE, c, d, n, f));
           cr_expect_geq(units, 1);
           /* no block is left without work: the grid is not larger than the work */
           cr_expect_leq((size_t)(g.blocks - 1) * g.threads, units,
                         "dtype %d n %d count %zu: %u x %u for %zu units", d, n, c, g.blocks,
                         g.threads, units);
-          symmpin_kernel_geometry g2 = symmpin_kernel_geometry_for(c, d, n, f);
+          symmpin_kernel_geometry g2 =
+              symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, c, d, n, f);
           cr_expect(g2.blocks == g.blocks && g2.threads == g.threads, "not deterministic");
         }
 }
 
 Test(kernels_geometry, small_calls_use_one_small_block) {
-  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(1, SYMMPIN_FLOAT32, 2,
-                                                            SYMMPIN_INPUT_STAGED);
+  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, 1,
+                                                          SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, 1);
   cr_expect_eq(g.threads, 32);
-  g = symmpin_kernel_geometry_for(1 << 20, SYMMPIN_BFLOAT16, 2, SYMMPIN_INPUT_STAGED);
+  g = symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, 1 << 20, SYMMPIN_BFLOAT16, 2,
+                                  SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, SYMMPIN_ONESHOT_MAX_BLOCKS, "large calls use the whole grid");
   cr_expect_eq(g.threads, SYMMPIN_ONESHOT_MAX_THREADS);
 }
 
 Test(kernels_geometry, invalid_shapes_give_empty_geometry) {
-  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(10, -1, 2, SYMMPIN_INPUT_STAGED);
+  symmpin_kernel_geometry g =
+      symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, 10, -1, 2, SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, 0);
-  g = symmpin_kernel_geometry_for(10, SYMMPIN_FLOAT32, 9, SYMMPIN_INPUT_STAGED);
+  g = symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, 10, SYMMPIN_FLOAT32, 9,
+                                  SYMMPIN_INPUT_STAGED);
   cr_expect_eq(g.blocks, 0);
-  g = symmpin_kernel_geometry_for(10, SYMMPIN_FLOAT32, 2, (symmpin_kernel_input)3);
+  g = symmpin_kernel_geometry_for(SYMMPIN_COLL_ALLREDUCE, 10, SYMMPIN_FLOAT32, 2,
+                                  (symmpin_kernel_input)3);
   cr_expect_eq(g.blocks, 0);
   (void)div_up;
 }
@@ -456,4 +508,141 @@ Test(kernels_layout, ll_check_tells_calls_apart_at_one_epoch) {
         cr_expect_neq(symmpin_oneshot_ll_check(seq, a), symmpin_oneshot_ll_check(seq, b));
   }
   cr_expect_neq(symmpin_oneshot_ll_check(5, 0xffffffffu), symmpin_oneshot_ll_check(5, 0x7fffffffu));
+}
+
+/* ---- all-gather and reduce-scatter (kernels/allreduce.h: coll) ---- */
+
+/* Host model of the highest slot byte + 1 an all-gather or reduce-scatter touches: LL, every
+ * rank's lines of a chunk (n x lines) in both parities; COPY, the staged units of my chunk
+ * (all-gather) or of my n chunks at c x units + v (reduce-scatter), both parities. */
+static size_t chunked_extent(int coll, size_t count, int dtype, int nranks) {
+  if (count == 0) return SYMMPIN_ONESHOT_HEADER_BYTES;
+  symmpin_kernel_algo v = symmpin_kernel_algo_for(coll, count, dtype, nranks, SYMMPIN_INPUT_STAGED);
+  size_t units = symmpin_oneshot_units(count, dtype, v);
+  size_t last = v == SYMMPIN_ALGO_ONESHOT_LL         ? (size_t)nranks * units - 1
+                : coll == SYMMPIN_COLL_REDUCESCATTER ? (size_t)nranks * units - 1
+                                                     : units - 1;
+  size_t top = 0;
+  for (size_t q = last > 64 ? last - 64 : 0; q <= last; q++)
+    for (unsigned p = 0; p < 2; p++) {
+      size_t u = symmpin_oneshot_unit_index(q, p);
+      if (u > top) top = u;
+    }
+  return SYMMPIN_ONESHOT_HEADER_BYTES + (top + 1) * SYMMPIN_ONESHOT_UNIT_BYTES;
+}
+
+Test(kernels_colls, slot_sizes_cover_the_layout_and_grow_with_count, .timeout = 60) {
+  for (int coll = SYMMPIN_COLL_ALLGATHER; coll <= SYMMPIN_COLL_REDUCESCATTER; coll++)
+    for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++)
+      for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
+        size_t prev = 0;
+        for (size_t i = 0; i < NCOUNTS; i++) {
+          size_t c = counts[i];
+          size_t sb = symmpin_kernel_slot_bytes(coll, c, d, n, SYMMPIN_INPUT_STAGED);
+          cr_assert_gt(sb, 0, "%s dtype %d n %d count %zu", symmpin_coll_name(coll), d, n, c);
+          cr_expect_eq(sb % SYMMPIN_ONESHOT_SLOT_ALIGN, 0);
+          cr_expect_geq(sb, prev, "%s: slot size shrinks at count %zu (dtype %d n %d)",
+                        symmpin_coll_name(coll), c, d, n);
+          size_t need = chunked_extent(coll, c, d, n);
+          cr_expect_geq(sb, need, "%s: slot %zu < layout extent %zu (dtype %d n %d count %zu)",
+                        symmpin_coll_name(coll), sb, need, d, n, c);
+          prev = sb;
+        }
+      }
+}
+
+Test(kernels_colls, what_one_rank_exposes) {
+  /* Above the LL limit (copy): the all-gather stages only its chunk, the reduce-scatter its whole
+   * input (n chunks), the all-reduce its input: at 4 ranks and a chunk of 1 MiB of f32. */
+  size_t c = (1u << 20) / 4;
+  size_t ag = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, c, SYMMPIN_FLOAT32, 4,
+                                        SYMMPIN_INPUT_STAGED);
+  size_t rs = symmpin_kernel_slot_bytes(SYMMPIN_COLL_REDUCESCATTER, c, SYMMPIN_FLOAT32, 4,
+                                        SYMMPIN_INPUT_STAGED);
+  cr_expect_eq(ag, SYMMPIN_ONESHOT_HEADER_BYTES + 2 * (1u << 20),
+               "all-gather: its chunk, two parities");
+  cr_expect_eq(rs, SYMMPIN_ONESHOT_HEADER_BYTES + 2 * 4 * (1u << 20),
+               "reduce-scatter: 4 chunks, two parities");
+}
+
+Test(kernels_colls, algorithms_and_classes_are_the_all_reduce_ones) {
+  for (int n = 1; n <= SYMMPIN_KERNEL_MAX_RANKS; n++) {
+    size_t max = symmpin_oneshot_ll_max_bytes(n);
+    for (int coll = SYMMPIN_COLL_ALLGATHER; coll <= SYMMPIN_COLL_REDUCESCATTER; coll++) {
+      cr_expect_eq(symmpin_kernel_algo_for(coll, max / 4, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED),
+                   SYMMPIN_ALGO_ONESHOT_LL);
+      /* above the LL limit: copy, never two-shot, however large */
+      cr_expect_eq(
+          symmpin_kernel_algo_for(coll, max / 4 + 1, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED),
+          SYMMPIN_ALGO_ONESHOT_COPY);
+      cr_expect_eq(
+          symmpin_kernel_algo_for(coll, 1u << 24, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED),
+          SYMMPIN_ALGO_ONESHOT_COPY);
+      /* the class of an algorithm is the same for every collective (shared slots) */
+      cr_expect_eq(symmpin_kernel_slot_class(coll, 100, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED),
+                   symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, 100, SYMMPIN_FLOAT32, n,
+                                             SYMMPIN_INPUT_STAGED));
+      cr_expect_eq(
+          symmpin_kernel_slot_class(coll, max / 4 + 1, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED),
+          SYMMPIN_ALGO_ONESHOT_COPY);
+      /* geometry: of one chunk */
+      symmpin_kernel_geometry g =
+          symmpin_kernel_geometry_for(coll, 1000, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED);
+      symmpin_kernel_geometry a = symmpin_kernel_geometry_for(
+          SYMMPIN_COLL_ALLREDUCE, 1000, SYMMPIN_FLOAT32, n, SYMMPIN_INPUT_STAGED);
+      cr_expect(g.blocks == a.blocks && g.threads == a.threads, "%s: a chunk's geometry",
+                symmpin_coll_name(coll));
+    }
+  }
+}
+
+Test(kernels_colls, refusals) {
+  /* staged only */
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, 100, SYMMPIN_FLOAT32, 2,
+                                         SYMMPIN_INPUT_IN_SLOT),
+               0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_REDUCESCATTER, 100, SYMMPIN_FLOAT32, 2,
+                                         SYMMPIN_INPUT_IN_SLOT),
+               0);
+  symmpin_kernel_geometry g = symmpin_kernel_geometry_for(
+      SYMMPIN_COLL_ALLGATHER, 100, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_IN_SLOT);
+  cr_expect_eq(g.blocks, 0);
+  /* unknown collectives */
+  cr_expect_eq(symmpin_kernel_slot_bytes(-1, 100, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED), 0);
+  cr_expect_eq(
+      symmpin_kernel_slot_bytes(SYMMPIN_COLL_COUNT, 100, SYMMPIN_FLOAT32, 2, SYMMPIN_INPUT_STAGED),
+      0);
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_COUNT, SYMMPIN_FLOAT32, SYMMPIN_SUM));
+  /* the all-gather takes every datatype with a kernel and any op; the reduce-scatter the
+   * all-reduce's ops only */
+  for (int d = 0; d < SYMMPIN_DTYPE_COUNT; d++) {
+    cr_expect(symmpin_kernel_supports(SYMMPIN_COLL_ALLGATHER, d, 99));
+    cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_REDUCESCATTER, d, 99));
+    for (int op = 0; op < SYMMPIN_OP_COUNT; op++)
+      cr_expect(symmpin_kernel_supports(SYMMPIN_COLL_REDUCESCATTER, d, op));
+  }
+  cr_expect_not(symmpin_kernel_supports(SYMMPIN_COLL_ALLGATHER, SYMMPIN_DTYPE_COUNT, SYMMPIN_SUM));
+  /* n x count elements must fit the size limit: a count the all-reduce takes can be too large */
+  size_t huge = ((size_t)1 << 40) / 4 / 2 + 1;
+  cr_expect_gt(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, huge, SYMMPIN_FLOAT32, 2,
+                                         SYMMPIN_INPUT_STAGED),
+               0);
+  cr_expect_eq(symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, huge, SYMMPIN_FLOAT32, 2,
+                                         SYMMPIN_INPUT_STAGED),
+               0);
+}
+
+Test(kernels_colls, names_and_counts) {
+  cr_expect_str_eq(symmpin_coll_name(SYMMPIN_COLL_ALLREDUCE), "allreduce");
+  cr_expect_str_eq(symmpin_coll_name(SYMMPIN_COLL_ALLGATHER), "allgather");
+  cr_expect_str_eq(symmpin_coll_name(SYMMPIN_COLL_REDUCESCATTER), "reducescatter");
+  cr_expect_str_eq(symmpin_coll_name(3), "?");
+  cr_expect_eq(symmpin_coll_from_name("reducescatter"), SYMMPIN_COLL_REDUCESCATTER);
+  cr_expect_eq(symmpin_coll_from_name("gather"), -1);
+  cr_expect_eq(symmpin_coll_send_count(SYMMPIN_COLL_ALLGATHER, 10, 4), 10);
+  cr_expect_eq(symmpin_coll_recv_count(SYMMPIN_COLL_ALLGATHER, 10, 4), 40);
+  cr_expect_eq(symmpin_coll_send_count(SYMMPIN_COLL_REDUCESCATTER, 10, 4), 40);
+  cr_expect_eq(symmpin_coll_recv_count(SYMMPIN_COLL_REDUCESCATTER, 10, 4), 10);
+  cr_expect_eq(symmpin_coll_send_count(SYMMPIN_COLL_ALLREDUCE, 10, 4), 10);
+  cr_expect_eq(symmpin_coll_recv_count(7, 10, 4), 0);
 }
