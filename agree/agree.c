@@ -113,20 +113,18 @@ static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 
 /* ---- what plans are made of: the kernels' slot sizes and sharing classes ---- */
 
-static size_t kernel_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
+static size_t kernel_slot_bytes(int coll, size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;
-  return symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, count, dtype, nranks,
-                                   SYMMPIN_INPUT_STAGED);
+  return symmpin_kernel_slot_bytes(coll, count, dtype, nranks, SYMMPIN_INPUT_STAGED);
 }
 
-static bool kernel_supports(int dtype, int op, void *ctx) {
+static bool kernel_supports(int coll, int dtype, int op, void *ctx) {
   (void)ctx;
-  return symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, dtype, op);
+  return symmpin_kernel_supports(coll, dtype, op);
 }
 
-static int kernel_slot_class(size_t count, int dtype, int nranks) {
-  return symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, count, dtype, nranks,
-                                   SYMMPIN_INPUT_STAGED);
+static int kernel_slot_class(int coll, size_t count, int dtype, int nranks) {
+  return symmpin_kernel_slot_class(coll, count, dtype, nranks, SYMMPIN_INPUT_STAGED);
 }
 
 const symmpin_plan_kernels symmpin_agree_kernels = {
@@ -140,8 +138,8 @@ const symmpin_plan_kernels symmpin_agree_kernels = {
 /* The planner's sharing class: stream x kernel slot class (planner/record.h). Calls of different
  * kernel algorithms never share a slot (LL then copy on one slot timed out on the GPU), and calls
  * on different streams never do. */
-static int sharing_class(int stream_ord, size_t count, int dtype, int nranks) {
-  return symmpin_call_class(stream_ord, kernel_slot_class(count, dtype, nranks),
+static int sharing_class(int stream_ord, int coll, size_t count, int dtype, int nranks) {
+  return symmpin_call_class(stream_ord, kernel_slot_class(coll, count, dtype, nranks),
                             SYMMPIN_KERNEL_SLOT_CLASSES);
 }
 
@@ -488,11 +486,12 @@ static void epoch_plan(symmpin_agree *a, bool capturing) {
     for (size_t i = 0; i < pol.n_nccl_faster + pol.n_group_nccl_faster; i++) {
       bool grouped = i >= pol.n_nccl_faster;
       const symmpin_plan_shape *x = grouped ? &slower_grouped[i - pol.n_nccl_faster] : &slower[i];
-      if (!symmpin_plan_kind_nccl_faster(a->plan, x->count, x->dtype, x->op, grouped))
-        SYMMPIN_INFO("comm %d rank %d: %sall-reduces of %llu x %s (%s) ran faster on NCCL on the "
+      if (!symmpin_plan_kind_nccl_faster(a->plan, x->coll, x->count, x->dtype, x->op, grouped))
+        SYMMPIN_INFO("comm %d rank %d: %s%ss of %llu x %s (%s) ran faster on NCCL on the "
                      "slowest rank: NCCL takes them from the next plan on",
-                     a->p.comm, a->p.rank, grouped ? "grouped " : "", (unsigned long long)x->count,
-                     symmpin_dtype_name(x->dtype), symmpin_op_name(x->op));
+                     a->p.comm, a->p.rank, grouped ? "grouped " : "", symmpin_coll_name(x->coll),
+                     (unsigned long long)x->count, symmpin_dtype_name(x->dtype),
+                     symmpin_op_name(x->op));
     }
     if (symmpin_plan_make(rp, &pol, a->plan, &a->candidate) == SYMMPIN_OK &&
         a->p.ops.reserve(a->p.ops.ctx, a->candidate->pool_bytes, pb.export_rec) == SYMMPIN_OK) {
@@ -588,7 +587,9 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
         .count = call->count,
         .dtype = call->dtype,
         .op = call->op,
-        .stream_ord = sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks),
+        .coll = call->coll,
+        .stream_ord =
+            sharing_class(call->stream_ord, call->coll, call->count, call->dtype, a->p.nranks),
         .in_place = call->in_place,
         .capturing = call->capturing,
         .send_alloc = call->send_alloc,
@@ -603,10 +604,11 @@ bool symmpin_agree_step(symmpin_agree *a, uint64_t n, const symmpin_agree_call *
     symmpin_plan_policy pol = plan_policy(a);
     /* From shared facts only (a call's capture state is the rank's own): a captured call of a
      * new shape counts too, and an epoch that closes during a capture fails and disarms it. */
-    bool missing = symmpin_plan_shape_missing(a->plan, &pol, call->count, call->dtype, call->op);
-    if (symmpin_schedule_call(&a->sched, n,
-                              symmpin_warmup_key(a->p.comm, call->count, call->dtype, call->op),
-                              missing))
+    bool missing =
+        symmpin_plan_shape_missing(a->plan, &pol, call->coll, call->count, call->dtype, call->op);
+    if (symmpin_schedule_call(
+            &a->sched, n,
+            symmpin_warmup_key(a->p.comm, call->coll, call->count, call->dtype, call->op), missing))
       epoch_start(a, n, call->capturing);
     return false;
   }
@@ -623,15 +625,15 @@ symmpin_plan_reason symmpin_agree_route(const symmpin_agree *a, const symmpin_ag
   if (!a->plan) return SYMMPIN_PLAN_UNPLANNED;
   const symmpin_plan_site *s = NULL;
   symmpin_plan_reason r = symmpin_plan_route(
-      a->plan, symmpin_agree_key(call), call->count, call->dtype, call->op,
-      sharing_class(call->stream_ord, call->count, call->dtype, a->p.nranks), &s);
+      a->plan, symmpin_agree_key(call), call->coll, call->count, call->dtype, call->op,
+      sharing_class(call->stream_ord, call->coll, call->count, call->dtype, a->p.nranks), &s);
   if (r == SYMMPIN_PLAN_STREAM_OFF_PLAN) {
     /* Pinned, on another stream: still redirected (the peers may call it on the home stream);
      * the caller orders it after the slot's latest kernel on any stream. */
     r = SYMMPIN_PLAN_PINNED;
   }
   if (r == SYMMPIN_PLAN_PINNED)
-    r = symmpin_plan_route_kind(a->plan, call->count, call->dtype, call->op,
+    r = symmpin_plan_route_kind(a->plan, call->coll, call->count, call->dtype, call->op,
                                 call->group_token != 0);
   if (r == SYMMPIN_PLAN_PINNED) *slot = s;
   return r;
@@ -661,6 +663,7 @@ static uint64_t route_sig(const symmpin_agree_call *call, const symmpin_plan_sit
   uint64_t h = symmpin_hash_combine(0x726f757465ull /* "route" */, slot->offset);
   h = symmpin_hash_combine(h, call->count);
   h = symmpin_hash_combine(h, (uint64_t)(uint32_t)call->dtype << 32 | (uint32_t)call->op);
+  if (call->coll) h = symmpin_hash_combine(h, (uint64_t)(uint32_t)call->coll);
   return h | 2; /* never 1 (NCCL) nor 0 */
 }
 

@@ -99,12 +99,13 @@ symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree *
 /* Close the board and free the host state (no CUDA, no waiting). Safe on NULL. */
 void symmpin_agree_close(symmpin_agree *a);
 
-/* One all-reduce of the communicator, as the planner records it. */
+/* One collective call of the communicator, as the planner records it. */
 typedef struct symmpin_agree_call {
   uint64_t site;       /* planner/site.h */
   int stream_ord;      /* stream ordinal on the communicator; -1 unknown */
-  uint64_t count;
+  uint64_t count;      /* NCCL's count argument (common/types.h) */
   int dtype, op;
+  int coll; /* common/types.h's SYMMPIN_COLLS; 0 = all-reduce */
   bool in_place;
   bool capturing;      /* its stream is capturing a CUDA graph (then nothing may block or allocate) */
   uint64_t group_token; /* planner/record.h; 0 outside groups (a call's kind: plan.h

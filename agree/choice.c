@@ -47,7 +47,7 @@ symmpin_choice *symmpin_choice_new(void) { return calloc(1, sizeof(symmpin_choic
 void symmpin_choice_free(symmpin_choice *ch) { free(ch); }
 
 static bool same_shape(const symmpin_plan_shape *a, const symmpin_plan_shape *b) {
-  return a->count == b->count && a->dtype == b->dtype && a->op == b->op;
+  return a->coll == b->coll && a->count == b->count && a->dtype == b->dtype && a->op == b->op;
 }
 
 /* The shape's samples, added if there is room (add); NULL otherwise. */
@@ -110,10 +110,14 @@ size_t symmpin_choice_export(const symmpin_choice *ch, symmpin_choice_entry *out
   for (size_t i = 0; ch && i < ch->n && k < cap; i++) {
     const shape_samples *s = &ch->s[i];
     if (!s->n[0] && !s->n[1]) continue;
-    out[k++] = (symmpin_choice_entry){
-        .count = s->shape.count, .dtype = s->shape.dtype, .op = s->shape.op,
-        .nccl_ns = median_ns(s->us[0], s->n[0]), .symmpin_ns = median_ns(s->us[1], s->n[1]),
-        .nccl_n = s->n[0], .symmpin_n = s->n[1]};
+    out[k++] = (symmpin_choice_entry){.count = s->shape.count,
+                                      .dtype = s->shape.dtype,
+                                      .op = s->shape.op,
+                                      .coll = s->shape.coll,
+                                      .nccl_ns = median_ns(s->us[0], s->n[0]),
+                                      .symmpin_ns = median_ns(s->us[1], s->n[1]),
+                                      .nccl_n = s->n[0],
+                                      .symmpin_n = s->n[1]};
   }
   return k;
 }
@@ -121,7 +125,9 @@ size_t symmpin_choice_export(const symmpin_choice *ch, symmpin_choice_entry *out
 static const symmpin_choice_entry *entry_of(const symmpin_choice_entry *e, size_t n,
                                             const symmpin_choice_entry *like) {
   for (size_t i = 0; i < n; i++)
-    if (e[i].count == like->count && e[i].dtype == like->dtype && e[i].op == like->op) return &e[i];
+    if (e[i].coll == like->coll && e[i].count == like->count && e[i].dtype == like->dtype &&
+        e[i].op == like->op)
+      return &e[i];
   return NULL;
 }
 
@@ -141,7 +147,8 @@ size_t symmpin_choice_verdict(const symmpin_choice_entry *const *entries, const 
       if (e->symmpin_ns > sym) sym = e->symmpin_ns;
     }
     if (known && sym > nccl)
-      out[k++] = (symmpin_plan_shape){.count = first->count, .dtype = first->dtype, .op = first->op};
+      out[k++] = (symmpin_plan_shape){
+          .count = first->count, .dtype = first->dtype, .op = first->op, .coll = first->coll};
   }
   return k;
 }
@@ -159,6 +166,7 @@ void symmpin_choice_unit_add(symmpin_choice_unit *u, const symmpin_plan_shape *s
   u->sig = symmpin_hash_combine(u->sig, shape->count);
   u->sig =
       symmpin_hash_combine(u->sig, (uint64_t)(uint32_t)shape->dtype << 32 | (uint32_t)shape->op);
+  if (shape->coll) u->sig = symmpin_hash_combine(u->sig, (uint64_t)(uint32_t)shape->coll);
 }
 
 bool symmpin_choice_group_probe(symmpin_choice *ch, const symmpin_plan_shape *first, bool *timed) {

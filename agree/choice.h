@@ -54,6 +54,7 @@ typedef struct symmpin_choice_entry {
   int32_t dtype, op;
   uint32_t nccl_ns, symmpin_ns; /* medians */
   uint32_t nccl_n, symmpin_n;   /* samples behind them */
+  int32_t coll, pad;            /* common/types.h's SYMMPIN_COLLS; pad zero */
 } symmpin_choice_entry;
 
 /* A group as a unit: its calls' shapes in call order. Fixed layout (it travels in

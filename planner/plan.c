@@ -57,6 +57,7 @@ struct symmpin_plan_index {
 typedef struct shape_key {
   uint64_t count;
   int32_t dtype, op;
+  int32_t coll, pad; /* pad: zero, so that keys compare byte for byte */
 } shape_key;
 
 typedef struct shape_index {
@@ -103,59 +104,68 @@ const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site)
   return e ? &p->sites[e->i] : NULL;
 }
 
-const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t count, int dtype,
-                                                int op) {
+/* Whether a call's message, its larger buffer (the all-gather's recv, the reduce-scatter's send:
+ * nranks x count elements; the all-reduce's count), is at most `limit` bytes. */
+static bool fits(int coll, uint64_t count, uint64_t esize, int nranks, uint64_t limit) {
+  uint64_t elems_max =
+      limit / esize / (coll == SYMMPIN_COLL_ALLREDUCE || nranks < 1 ? 1 : (uint64_t)nranks);
+  return count <= elems_max;
+}
+
+const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, int coll, uint64_t count,
+                                                int dtype, int op) {
   if (!p) return NULL;
   const plan_impl *pi = (const plan_impl *)p;
-  shape_key k = {.count = count, .dtype = dtype, .op = op};
+  shape_key k = {.count = count, .dtype = dtype, .op = op, .coll = coll};
   shape_index *e;
   HASH_FIND(hh, pi->shape_head, &k, sizeof k, e);
   return e ? &p->sites[e->i] : NULL;
 }
 
-bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op) {
+bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, int coll, uint64_t count, int dtype,
+                                    int op) {
   if (!p) return false;
   const plan_impl *pi = (const plan_impl *)p;
-  shape_key k = {.count = count, .dtype = dtype, .op = op};
+  shape_key k = {.count = count, .dtype = dtype, .op = op, .coll = coll};
   shape_index *e;
   HASH_FIND(hh, pi->slow_head, &k, sizeof k, e);
   return e != NULL;
 }
 
-static bool in_index(shape_index *head, uint64_t count, int dtype, int op) {
-  shape_key k = {.count = count, .dtype = dtype, .op = op};
+static bool in_index(shape_index *head, int coll, uint64_t count, int dtype, int op) {
+  shape_key k = {.count = count, .dtype = dtype, .op = op, .coll = coll};
   shape_index *e;
   HASH_FIND(hh, head, &k, sizeof k, e);
   return e != NULL;
 }
 
-bool symmpin_plan_kind_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op,
-                                   bool grouped) {
+bool symmpin_plan_kind_nccl_faster(const symmpin_plan *p, int coll, uint64_t count, int dtype,
+                                   int op, bool grouped) {
   if (!p) return false;
   const plan_impl *pi = (const plan_impl *)p;
-  return symmpin_plan_shape_nccl_faster(p, count, dtype, op) ||
-         in_index(grouped ? pi->group_slow_head : pi->eager_slow_head, count, dtype, op);
+  return symmpin_plan_shape_nccl_faster(p, coll, count, dtype, op) ||
+         in_index(grouped ? pi->group_slow_head : pi->eager_slow_head, coll, count, dtype, op);
 }
 
-symmpin_plan_reason symmpin_plan_route_kind(const symmpin_plan *p, uint64_t count, int dtype,
-                                            int op, bool grouped) {
+symmpin_plan_reason symmpin_plan_route_kind(const symmpin_plan *p, int coll, uint64_t count,
+                                            int dtype, int op, bool grouped) {
   const plan_impl *pi = (const plan_impl *)p;
   if (!grouped || !p->groups_alike)
-    return p->n_eager_slow && in_index(pi->eager_slow_head, count, dtype, op)
+    return p->n_eager_slow && in_index(pi->eager_slow_head, coll, count, dtype, op)
                ? SYMMPIN_PLAN_NCCL_FASTER
                : SYMMPIN_PLAN_PINNED;
   uint64_t esize = symmpin_dtype_size(dtype);
-  if (p->group_max_bytes && (!esize || count > p->group_max_bytes / esize))
+  if (p->group_max_bytes && (!esize || !fits(coll, count, esize, p->nranks, p->group_max_bytes)))
     return SYMMPIN_PLAN_GROUP_TOO_LARGE;
-  if (p->n_group_slow && in_index(pi->group_slow_head, count, dtype, op))
+  if (p->n_group_slow && in_index(pi->group_slow_head, coll, count, dtype, op))
     return SYMMPIN_PLAN_GROUP_NCCL_FASTER;
   return SYMMPIN_PLAN_PINNED;
 }
 
-symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
-                                       int dtype, int op, int stream_ord,
+symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, int coll,
+                                       uint64_t count, int dtype, int op, int stream_ord,
                                        const symmpin_plan_site **entry) {
-  const symmpin_plan_site *s = symmpin_plan_for_shape(p, count, dtype, op);
+  const symmpin_plan_site *s = symmpin_plan_for_shape(p, coll, count, dtype, op);
   if (entry) *entry = s;
   if (s) return stream_ord == s->stream_ord ? SYMMPIN_PLAN_PINNED : SYMMPIN_PLAN_STREAM_OFF_PLAN;
   /* No pinned site has this shape: NCCL, with the reason the plan gave this site if it has one. */
@@ -163,15 +173,17 @@ symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uin
   return own && !own->pinned ? own->reason : SYMMPIN_PLAN_UNPLANNED;
 }
 
-bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol,
+bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol, int coll,
                                 uint64_t count, int dtype, int op) {
   if (!p || count == 0) return false;
-  if (pol->supports && !pol->supports(dtype, op, pol->ctx)) return false;
+  if (pol->supports && !pol->supports(coll, dtype, op, pol->ctx)) return false;
   size_t esize = symmpin_dtype_size(dtype);
-  if (!esize || (pol->max_bytes && count > pol->max_bytes / esize)) return false;
-  if (!pol->slot_bytes || !pol->slot_bytes((size_t)count, dtype, pol->nranks, pol->ctx)) return false;
-  return symmpin_plan_for_shape(p, count, dtype, op) == NULL &&
-         !symmpin_plan_shape_nccl_faster(p, count, dtype, op);
+  if (!esize || (pol->max_bytes && !fits(coll, count, esize, pol->nranks, pol->max_bytes)))
+    return false;
+  if (!pol->slot_bytes || !pol->slot_bytes(coll, (size_t)count, dtype, pol->nranks, pol->ctx))
+    return false;
+  return symmpin_plan_for_shape(p, coll, count, dtype, op) == NULL &&
+         !symmpin_plan_shape_nccl_faster(p, coll, count, dtype, op);
 }
 
 /* Index the pinned sites by shape; of several with one shape, the one of the earliest epoch, then
@@ -185,7 +197,7 @@ static bool index_shapes(plan_impl *pi) {
   for (size_t i = 0; i < p->nsites; i++) {
     const symmpin_plan_site *s = &p->sites[i];
     if (!s->pinned) continue;
-    shape_key k = {.count = s->count, .dtype = s->dtype, .op = s->op};
+    shape_key k = {.count = s->count, .dtype = s->dtype, .op = s->op, .coll = s->coll};
     shape_index *e;
     HASH_FIND(hh, pi->shape_head, &k, sizeof k, e);
     if (e) {
@@ -205,7 +217,7 @@ static bool index_shapes(plan_impl *pi) {
   for (size_t i = 0; i < p->nsites; i++) {
     const symmpin_plan_site *s = &p->sites[i];
     if (s->reason != SYMMPIN_PLAN_NCCL_FASTER) continue;
-    shape_key k = {.count = s->count, .dtype = s->dtype, .op = s->op};
+    shape_key k = {.count = s->count, .dtype = s->dtype, .op = s->op, .coll = s->coll};
     shape_index *e;
     HASH_FIND(hh, pi->slow_head, &k, sizeof k, e);
     if (e) continue;
@@ -222,7 +234,7 @@ static bool index_shapes(plan_impl *pi) {
     bool g = i >= p->n_eager_slow;
     const symmpin_plan_shape *x = g ? &p->group_slow[i - p->n_eager_slow] : &p->eager_slow[i];
     shape_index *e = &pi->kind_slow[n++];
-    e->key = (shape_key){.count = x->count, .dtype = x->dtype, .op = x->op};
+    e->key = (shape_key){.count = x->count, .dtype = x->dtype, .op = x->op, .coll = x->coll};
     e->i = i;
     if (g)
       HASH_ADD(hh, pi->group_slow_head, key, sizeof(e->key), e);
@@ -232,14 +244,20 @@ static bool index_shapes(plan_impl *pi) {
   return true;
 }
 
-static bool same_shape(const symmpin_plan_shape *a, uint64_t count, int dtype, int op) {
-  return a->count == count && a->dtype == dtype && a->op == op;
+static bool same_shape(const symmpin_plan_shape *a, int coll, uint64_t count, int dtype, int op) {
+  return a->coll == coll && a->count == count && a->dtype == dtype && a->op == op;
 }
 
-static bool shape_listed(const symmpin_plan_shape *v, size_t n, uint64_t count, int dtype, int op) {
+static bool shape_listed(const symmpin_plan_shape *v, size_t n, int coll, uint64_t count, int dtype,
+                         int op) {
   for (size_t i = 0; i < n; i++)
-    if (same_shape(&v[i], count, dtype, op)) return true;
+    if (same_shape(&v[i], coll, count, dtype, op)) return true;
   return false;
+}
+
+/* The site's shape as a symmpin_plan_shape. */
+static symmpin_plan_shape site_shape(const symmpin_plan_site *s) {
+  return (symmpin_plan_shape){.count = s->count, .dtype = s->dtype, .op = s->op, .coll = s->coll};
 }
 
 /* ---- building ---- */
@@ -247,7 +265,8 @@ static bool shape_listed(const symmpin_plan_shape *v, size_t n, uint64_t count, 
 /* Whether a site of this shape was seen in a group. */
 static bool shape_in_groups(const symmpin_plan *p, const symmpin_plan_shape *x) {
   for (size_t i = 0; i < p->nsites; i++)
-    if (p->sites[i].grouped && same_shape(x, p->sites[i].count, p->sites[i].dtype, p->sites[i].op))
+    if (p->sites[i].grouped &&
+        same_shape(x, p->sites[i].coll, p->sites[i].count, p->sites[i].dtype, p->sites[i].op))
       return true;
   return false;
 }
@@ -257,16 +276,16 @@ static bool shape_in_groups(const symmpin_plan *p, const symmpin_plan_shape *x) 
  * or a kind lost and the ranks group differently (then a call's kind is no shared fact). */
 static bool demoted_whole(const symmpin_plan *prev, const symmpin_plan *p,
                           const symmpin_plan_shape *x) {
-  if (symmpin_plan_shape_nccl_faster(prev, x->count, x->dtype, x->op)) return true;
-  bool e = shape_listed(p->eager_slow, p->n_eager_slow, x->count, x->dtype, x->op);
-  bool g = shape_listed(p->group_slow, p->n_group_slow, x->count, x->dtype, x->op);
+  if (symmpin_plan_shape_nccl_faster(prev, x->coll, x->count, x->dtype, x->op)) return true;
+  bool e = shape_listed(p->eager_slow, p->n_eager_slow, x->coll, x->count, x->dtype, x->op);
+  bool g = shape_listed(p->group_slow, p->n_group_slow, x->coll, x->count, x->dtype, x->op);
   return (e || g) && (!p->groups_alike || (e && g) || (e && !shape_in_groups(p, x)));
 }
 
 /* Append the shapes of v not yet in out (out has room for all of them). */
 static void add_shapes(symmpin_plan_shape *out, size_t *n, const symmpin_plan_shape *v, size_t nv) {
   for (size_t i = 0; v && i < nv; i++)
-    if (!shape_listed(out, *n, v[i].count, v[i].dtype, v[i].op)) out[(*n)++] = v[i];
+    if (!shape_listed(out, *n, v[i].coll, v[i].count, v[i].dtype, v[i].op)) out[(*n)++] = v[i];
 }
 
 /* Drop from a list the shapes a demoted site now carries (symmpin_plan_shape_nccl_faster). */
@@ -276,9 +295,11 @@ static void drop_carried(symmpin_plan_shape *v, size_t *n, const symmpin_plan *p
   for (size_t i = 0; i < *n; i++) {
     bool carried = false;
     for (size_t j = 0; j < p->nsites && !carried; j++)
-      carried = p->sites[j].reason == SYMMPIN_PLAN_NCCL_FASTER &&
-                same_shape(&v[i], p->sites[j].count, p->sites[j].dtype, p->sites[j].op);
-    if (!carried && !symmpin_plan_shape_nccl_faster(prev, v[i].count, v[i].dtype, v[i].op))
+      carried =
+          p->sites[j].reason == SYMMPIN_PLAN_NCCL_FASTER &&
+          same_shape(&v[i], p->sites[j].coll, p->sites[j].count, p->sites[j].dtype, p->sites[j].op);
+    if (!carried &&
+        !symmpin_plan_shape_nccl_faster(prev, v[i].coll, v[i].count, v[i].dtype, v[i].op))
       v[k++] = v[i];
   }
   *n = k;
@@ -302,7 +323,7 @@ static symmpin_status apply_measured(const symmpin_plan_policy *pol, const symmp
   add_shapes(p->group_slow, &p->n_group_slow, pol->group_nccl_faster, pol->n_group_nccl_faster);
   for (size_t i = 0; i < p->nsites; i++) {
     symmpin_plan_site *ps = &p->sites[i];
-    symmpin_plan_shape x = {.count = ps->count, .dtype = ps->dtype, .op = ps->op};
+    symmpin_plan_shape x = site_shape(ps);
     if (!demoted_whole(prev, p, &x)) continue;
     if (i >= nold && ps->reason == SYMMPIN_PLAN_PINNED) {
       ps->reason = SYMMPIN_PLAN_NCCL_FASTER;
@@ -355,8 +376,8 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static bool same_call(const symmpin_call *a, const symmpin_call *b) {
-  return a->site == b->site && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
-         a->stream_ord == b->stream_ord;
+  return a->site == b->site && a->coll == b->coll && a->count == b->count && a->dtype == b->dtype &&
+         a->op == b->op && a->stream_ord == b->stream_ord;
 }
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
@@ -473,16 +494,16 @@ static symmpin_plan_reason decide(const builder *b, const seen *s, symmpin_plan_
   const symmpin_plan_policy *pol = b->pol;
   if (s->ranks_with < b->nranks) return SYMMPIN_PLAN_NOT_ALL_RANKS;
   if (s->bad) return SYMMPIN_PLAN_DIFFERS;
-  int dtype = out->dtype, op = out->op;
-  if (dtype < 0 || dtype >= SYMMPIN_DTYPE_COUNT || op < 0 || op >= SYMMPIN_OP_COUNT ||
-      (pol->supports && !pol->supports(dtype, op, pol->ctx)))
+  int dtype = out->dtype, op = out->op, coll = out->coll;
+  if (coll < 0 || coll >= SYMMPIN_COLL_COUNT || dtype < 0 || dtype >= SYMMPIN_DTYPE_COUNT ||
+      op < 0 || op >= SYMMPIN_OP_COUNT ||
+      (pol->supports && !pol->supports(coll, dtype, op, pol->ctx)))
     return SYMMPIN_PLAN_UNSUPPORTED;
   uint64_t esize = symmpin_dtype_size(dtype);
-  if (pol->max_bytes && (out->count > pol->max_bytes / esize ||
-                         out->count * esize > pol->max_bytes))
+  if (pol->max_bytes && !fits(coll, out->count, esize, b->nranks, pol->max_bytes))
     return SYMMPIN_PLAN_TOO_LARGE;
   if (out->stream_ord < 0) return SYMMPIN_PLAN_NO_STREAM;
-  size_t bytes = pol->slot_bytes((size_t)out->count, dtype, b->nranks, pol->ctx);
+  size_t bytes = pol->slot_bytes(coll, (size_t)out->count, dtype, b->nranks, pol->ctx);
   if (bytes == 0) return SYMMPIN_PLAN_UNSUPPORTED;
   out->slot_bytes = bytes;
   return SYMMPIN_PLAN_PINNED;
@@ -611,6 +632,7 @@ static uint64_t plan_digest(const symmpin_plan *p) {
         i < p->n_eager_slow ? &p->eager_slow[i] : &p->group_slow[i - p->n_eager_slow];
     h = symmpin_hash_combine(h, x->count);
     h = symmpin_hash_combine(h, (uint64_t)(uint32_t)x->dtype << 32 | (uint32_t)x->op);
+    if (x->coll) h = symmpin_hash_combine(h, (uint64_t)x->coll); /* all-reduce digests as before */
   }
   for (size_t i = 0; i < p->nsites; i++) h = symmpin_hash_combine(h, p->sites[i].grouped);
   return symmpin_hash_combine(h, p->pool_bytes);
@@ -691,6 +713,7 @@ symmpin_status symmpin_plan_make(const symmpin_record *const *records,
                               .count = c->count,
                               .dtype = c->dtype,
                               .op = c->op,
+                              .coll = c->coll,
                               .grouped = s->grouped,
                               .stream_ord = c->stream_ord,
                               .epoch = p->epoch,

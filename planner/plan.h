@@ -55,11 +55,12 @@ extern const char *const symmpin_plan_mode_names[];
 /* "shared" / "dedicated" -> mode; -1 if neither. */
 int symmpin_plan_mode_from_name(const char *name);
 
-/* Slot bytes for a call shape, a multiple of 256; 0 = unsupported shape. In the library this is
- * the kernels' symmpin_kernel_slot_bytes (staged input). */
-typedef size_t (*symmpin_slot_bytes_fn)(size_t count, int dtype, int nranks, void *ctx);
-/* Whether the kernels handle (dtype, op). */
-typedef bool (*symmpin_supports_fn)(int dtype, int op, void *ctx);
+/* Slot bytes for a call shape (coll: common/types.h's SYMMPIN_COLLS; count: NCCL's count
+ * argument), a multiple of 256; 0 = unsupported shape. In the library this is the kernels'
+ * symmpin_kernel_slot_bytes (staged input). */
+typedef size_t (*symmpin_slot_bytes_fn)(int coll, size_t count, int dtype, int nranks, void *ctx);
+/* Whether the kernels handle (coll, dtype, op). */
+typedef bool (*symmpin_supports_fn)(int coll, int dtype, int op, void *ctx);
 
 /* SYMMPIN_MAX_BYTES when unset, in MiB: above it the one-shot kernels stopped beating NCCL on
  * 2 x H200 (docs/perf-notes.md). One definition for the library's configuration and the replay. */
@@ -89,15 +90,17 @@ typedef struct symmpin_plan_kernels {
   void *ctx; /* for the two above */
   /* The slot class of a call shape: calls whose classes differ never share slot bytes
    * (planner/record.h folds it with the stream into the planner's sharing class). */
-  int (*slot_class)(size_t count, int dtype, int nranks);
+  int (*slot_class)(int coll, size_t count, int dtype, int nranks);
   int nclasses;
   const char *(*class_name)(int klass); /* for reports ("LL", "copy", ...) */
 } symmpin_plan_kernels;
 
-/* A call shape. */
+/* A call shape: the collective (common/types.h), NCCL's count, datatype and op (all-gathers: 0). */
 typedef struct symmpin_plan_shape {
   uint64_t count;
   int dtype, op;
+  int coll;
+  int pad; /* zero (initializers leave it so): shapes are compared byte for byte (agree/choice.c) */
 } symmpin_plan_shape;
 
 typedef struct symmpin_plan_policy {
@@ -134,6 +137,7 @@ typedef struct symmpin_plan_site {
   uint64_t site;
   uint64_t count;
   int dtype, op;
+  int coll; /* the collective (common/types.h) */
   bool pinned;
   bool grouped;                /* a call of it was made inside a group (some rank's record, some
                                 * epoch so far) */
@@ -190,27 +194,28 @@ void symmpin_plan_free(symmpin_plan *p);
 const symmpin_plan_site *symmpin_plan_find(const symmpin_plan *p, uint64_t site);
 
 /* Routing is by shape, not by site: a call goes to the slot of one pinned site of its exact
- * shape (count, datatype, op), whichever site it came from: the one pinned by the earliest epoch,
- * then the smallest id (so a later epoch never moves a shape to another slot); NULL if no pinned
- * site has that shape. The plan is the same on every rank and so is a call's shape (NCCL requires
- * it), so every rank routes a call alike even when the ranks reach it from different sites, or
- * from a site that is new on one rank (data-dependent control flow): which site a call comes from
- * is a rank-local fact (docs/design.md "Routing"). O(1). */
-const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, uint64_t count, int dtype,
-                                                int op);
+ * shape (collective, count, datatype, op), whichever site it came from: the one pinned by the
+ * earliest epoch, then the smallest id (so a later epoch never moves a shape to another slot); NULL
+ * if no pinned site has that shape. The plan is the same on every rank and so is a call's shape
+ * (NCCL requires it), so every rank routes a call alike even when the ranks reach it from different
+ * sites, or from a site that is new on one rank (data-dependent control flow): which site a call
+ * comes from is a rank-local fact (docs/design.md "Routing"). O(1). */
+const symmpin_plan_site *symmpin_plan_for_shape(const symmpin_plan *p, int coll, uint64_t count,
+                                                int dtype, int op);
 
 /* Whether this shape was measured faster on NCCL (a site of it has SYMMPIN_PLAN_NCCL_FASTER). O(1). */
-bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op);
+bool symmpin_plan_shape_nccl_faster(const symmpin_plan *p, int coll, uint64_t count, int dtype,
+                                    int op);
 /* Whether the calls of this shape of one kind (grouped: made inside ncclGroupStart/End) go to
  * NCCL for a measurement: its sites demoted, or the kind's list (eager_slow, group_slow). O(1). */
-bool symmpin_plan_kind_nccl_faster(const symmpin_plan *p, uint64_t count, int dtype, int op,
-                                   bool grouped);
+bool symmpin_plan_kind_nccl_faster(const symmpin_plan *p, int coll, uint64_t count, int dtype,
+                                   int op, bool grouped);
 
 /* Whether a call of this shape could be pinned (a datatype and op the kernels take, at most
  * max_bytes, a nonzero slot size, not measured faster on NCCL) but no pinned site of p has it: a
  * shape the plan has not caught up with. A pure function of the plan, the policy and the shape, so the same on every rank (the
  * schedule closes a record early for such calls). false when p is NULL. */
-bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol,
+bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy *pol, int coll,
                                 uint64_t count, int dtype, int op);
 
 /* The per-call decision: SYMMPIN_PLAN_PINNED (redirect into *entry's slot, *entry from
@@ -219,8 +224,8 @@ bool symmpin_plan_shape_missing(const symmpin_plan *p, const symmpin_plan_policy
  * data (the caller orders it, or sends it to NCCL). With no pinned site of its shape the reason is
  * the one the plan gave `site` (for reports), or SYMMPIN_PLAN_UNPLANNED; *entry (may be NULL) is
  * then NULL. */
-symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uint64_t count,
-                                       int dtype, int op, int stream_ord,
+symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, int coll,
+                                       uint64_t count, int dtype, int op, int stream_ord,
                                        const symmpin_plan_site **entry);
 
 /* The rules of a call's kind, for a call whose shape is pinned: SYMMPIN_PLAN_PINNED (it may take
@@ -230,7 +235,7 @@ symmpin_plan_reason symmpin_plan_route(const symmpin_plan *p, uint64_t site, uin
  * SYMMPIN_PLAN_GROUP_NCCL_FASTER where its shape's groups were measured faster on NCCL
  * (group_slow); where they do not, a grouped call is an eager one (its being in a group is the
  * rank's own fact). O(1). */
-symmpin_plan_reason symmpin_plan_route_kind(const symmpin_plan *p, uint64_t count, int dtype,
-                                            int op, bool grouped);
+symmpin_plan_reason symmpin_plan_route_kind(const symmpin_plan *p, int coll, uint64_t count,
+                                            int dtype, int op, bool grouped);
 
 #endif

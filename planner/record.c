@@ -58,7 +58,7 @@ symmpin_status symmpin_record_append(symmpin_record *r, const symmpin_call *c, u
 
 /* ---- board encoding ---- */
 
-#define RECORD_MAGIC 0x31435250u /* "PRC1" */
+#define RECORD_MAGIC 0x32435250u /* "PRC2": calls carry their collective */
 
 typedef struct blob_header {
   uint32_t magic;
@@ -76,7 +76,8 @@ typedef struct blob_call {
   int16_t stream_ord;
   uint8_t dtype, op;
   uint8_t flags; /* bit 0 in place, bit 1 capturing */
-  uint8_t pad[7];
+  uint8_t coll;  /* symmpin_coll; 255 for a value outside the list */
+  uint8_t pad[6];
 } blob_call;
 _Static_assert(sizeof(blob_call) == 32, "record blob call layout");
 
@@ -104,14 +105,16 @@ symmpin_status symmpin_record_encode(const symmpin_record *r, void *buf, size_t 
   for (size_t i = 0; i < r->ncalls; i++, p += sizeof(blob_call)) {
     const symmpin_call *c = &r->calls[i];
     /* A stream ordinal that does not fit int16 is "unknown". */
-    blob_call b = {c->site,
-                   c->count,
-                   c->group,
-                   (int16_t)(c->stream_ord >= -1 && c->stream_ord <= INT16_MAX ? c->stream_ord : -1),
-                   clamp_u8(c->dtype),
-                   clamp_u8(c->op),
-                   (uint8_t)((c->in_place ? 1 : 0) | (c->capturing ? 2 : 0)),
-                   {0}};
+    blob_call b = {
+        c->site,
+        c->count,
+        c->group,
+        (int16_t)(c->stream_ord >= -1 && c->stream_ord <= INT16_MAX ? c->stream_ord : -1),
+        clamp_u8(c->dtype),
+        clamp_u8(c->op),
+        (uint8_t)((c->in_place ? 1 : 0) | (c->capturing ? 2 : 0)),
+        clamp_u8(c->coll),
+        {0}};
     memcpy(p, &b, sizeof(b));
   }
   *len = need;
@@ -141,9 +144,15 @@ symmpin_status symmpin_record_decode(const void *buf, size_t len, symmpin_record
   for (size_t i = 0; i < r.ncalls; i++, p += sizeof(blob_call)) {
     blob_call b;
     memcpy(&b, p, sizeof(b));
-    r.calls[i] = (symmpin_call){.site = b.site, .count = b.count, .dtype = b.dtype, .op = b.op,
-                                .stream_ord = b.stream_ord, .group = b.group,
-                                .in_place = b.flags & 1, .capturing = (b.flags & 2) != 0};
+    r.calls[i] = (symmpin_call){.site = b.site,
+                                .count = b.count,
+                                .dtype = b.dtype,
+                                .op = b.op,
+                                .coll = b.coll,
+                                .stream_ord = b.stream_ord,
+                                .group = b.group,
+                                .in_place = b.flags & 1,
+                                .capturing = (b.flags & 2) != 0};
     if (b.group > r.ngroups) r.ngroups = b.group;
   }
   *out = r;

@@ -1,4 +1,4 @@
-/* A communicator's call record: the all-reduces one rank made since the last plan (the first
+/* A communicator's call record: the collectives one rank made since the last plan (the first
  * record is the warm-up), in call order. The plan is computed from every rank's record
  * (planner/plan.h), so the record is also what a rank posts on the board: encode/decode give a
  * flat blob of it.
@@ -22,8 +22,9 @@
 
 typedef struct symmpin_call {
   uint64_t site;
-  uint64_t count;
-  int32_t dtype, op;
+  uint64_t count;       /* NCCL's count argument (common/types.h) */
+  int32_t dtype, op;    /* op: 0 for an all-gather */
+  int32_t coll;         /* the collective (common/types.h's SYMMPIN_COLLS; 0 = all-reduce) */
   int32_t stream_ord;   /* stream ordinal on the communicator; -1 unknown (never pinned) */
   uint32_t group;       /* group index within this record, 0 = not in a group */
   bool in_place, capturing;

@@ -243,7 +243,8 @@ static symmpin_status load_file(loaded *L, int fi) {
       }
       continue;
     }
-    if (ev->call != SYMMPIN_TRACE_ALL_REDUCE || ev->comm < 0) continue;
+    int coll = symmpin_trace_call_coll(ev->call);
+    if (coll < 0 || ev->comm < 0) continue;
     size_t k = 0;
     while (k < nfc && fc[k].ordinal != ev->comm) k++;
     if (k == nfc) { /* no comm-init seen for it (trace started late): cannot place it */
@@ -279,20 +280,32 @@ static symmpin_status load_file(loaded *L, int fi) {
     /* Keys and sharing classes as the preload makes them (planner/record.h), with the comm's
      * size as the preload knows it at the call. */
     int nranks = ev->nranks > 0 ? ev->nranks : c->nranks;
-    int variant = L->kernels->slot_class(ev->count, ev->dtype, nranks);
+    int variant = L->kernels->slot_class(coll, ev->count, ev->dtype, nranks);
     int klass = symmpin_call_class(ev->stream_ord, variant, L->kernels->nclasses);
     uint64_t key = symmpin_call_key(ev->site, ev->stream_ord);
     key_info *ki = key_note(c, key, ev->site, ev->stream_ord, klass, variant);
     if (!ki) goto nomem;
     if (!ki->where && f->nwheres) ki->where = symmpin_trace_file_where(f, ev->stack);
-    r->calls[r->ncalls] = (symmpin_call){.site = key, .count = ev->count, .dtype = ev->dtype,
-                                         .op = ev->op, .stream_ord = klass,
-                                         .group = (uint32_t)token, .in_place = in_place,
+    r->calls[r->ncalls] = (symmpin_call){.site = key,
+                                         .count = ev->count,
+                                         .dtype = ev->dtype,
+                                         .op = ev->op,
+                                         .coll = coll,
+                                         .stream_ord = klass,
+                                         .group = (uint32_t)token,
+                                         .in_place = in_place,
                                          .capturing = ev->capturing != 0,
-                                         .send_alloc = ev->send_alloc, .recv_alloc = ev->recv_alloc};
-    symmpin_site_call sc = {.site = ev->site, .count = ev->count, .dtype = ev->dtype, .op = ev->op,
-                            .stream_ord = ev->stream_ord, .in_place = in_place,
-                            .send_alloc = ev->send_alloc, .recv_alloc = ev->recv_alloc,
+                                         .send_alloc = ev->send_alloc,
+                                         .recv_alloc = ev->recv_alloc};
+    symmpin_site_call sc = {.site = ev->site,
+                            .count = ev->count,
+                            .dtype = ev->dtype,
+                            .op = ev->op,
+                            .coll = coll,
+                            .stream_ord = ev->stream_ord,
+                            .in_place = in_place,
+                            .send_alloc = ev->send_alloc,
+                            .recv_alloc = ev->recv_alloc,
                             .index = r->ncalls};
     r->ncalls++;
     st = symmpin_site_table_add(r->sites, &sc);
@@ -378,9 +391,11 @@ static symmpin_status simulate(comm_data *c, const symmpin_replay_options *o, in
       close[r] = 0;
       while (pos[r] < rd->ncalls && !close[r]) {
         const symmpin_call *k = &rd->calls[pos[r]++];
-        bool missing = symmpin_plan_shape_missing(c->plan, &pol, k->count, k->dtype, k->op);
-        if (symmpin_schedule_call(&sched[r], pos[r],
-                                  symmpin_warmup_key(c->ordinal, k->count, k->dtype, k->op), missing))
+        bool missing =
+            symmpin_plan_shape_missing(c->plan, &pol, k->coll, k->count, k->dtype, k->op);
+        if (symmpin_schedule_call(
+                &sched[r], pos[r],
+                symmpin_warmup_key(c->ordinal, k->coll, k->count, k->dtype, k->op), missing))
           close[r] = pos[r];
       }
       if (close[r] && !rd->warmup_end) {
@@ -530,7 +545,8 @@ typedef struct decision {
 static decision key_decision(const comm_data *c, uint64_t key, const symmpin_site *shape) {
   const symmpin_plan_site *ps = c->plan ? symmpin_plan_find(c->plan, key) : NULL;
   const symmpin_plan_site *via =
-      c->plan ? symmpin_plan_for_shape(c->plan, shape->count, shape->dtype, shape->op) : NULL;
+      c->plan ? symmpin_plan_for_shape(c->plan, shape->coll, shape->count, shape->dtype, shape->op)
+              : NULL;
   decision d = {.epoch = -1, .via = via ? via->site : 0};
   if (ps) {
     d = (decision){ps->pinned, ps->offset, ps->slot_bytes, (long)ps->epoch,
@@ -675,13 +691,14 @@ static symmpin_status report_json(const loaded *L, const symmpin_replay_options 
         json_str(out, kernel);
       else
         fputs("null", out);
-      fprintf(out, ",\"rank\":%d,\"calls\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
-                   ",\"dtype\":\"%s\",\"op\":\"%s\",\"in_place\":%" PRIu64
-                   ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,\"offset\":%" PRIu64
-                   ",\"slot_bytes\":%" PRIu64 ",\"epoch\":%ld,\"reason\":",
-              rows[k].rank, s->calls, s->bytes, s->count, symmpin_dtype_name(s->dtype),
-              symmpin_op_name(s->op), s->in_place, s->out_of_place, d.pinned ? "true" : "false",
-              d.offset, d.slot, d.epoch);
+      fprintf(out,
+              ",\"rank\":%d,\"coll\":\"%s\",\"calls\":%" PRIu64 ",\"bytes\":%" PRIu64
+              ",\"count\":%" PRIu64 ",\"dtype\":\"%s\",\"op\":\"%s\",\"in_place\":%" PRIu64
+              ",\"out_of_place\":%" PRIu64 ",\"pinned\":%s,\"offset\":%" PRIu64
+              ",\"slot_bytes\":%" PRIu64 ",\"epoch\":%ld,\"reason\":",
+              rows[k].rank, symmpin_coll_name(s->coll), s->calls, s->bytes, s->count,
+              symmpin_dtype_name(s->dtype), symmpin_op_name(s->op), s->in_place, s->out_of_place,
+              d.pinned ? "true" : "false", d.offset, d.slot, d.epoch);
       json_str(out, d.reason);
       if (d.via) /* where its calls go: the slot of the pinned site of its shape */
         fprintf(out, ",\"routed_to\":\"%016" PRIx64 "\"", d.via);
@@ -762,10 +779,12 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
       const symmpin_site *s = symmpin_site_table_at(r0->sites, k);
       char where[192];
       symmpin_site_where_format(site_where(c, s->id), where, sizeof where);
-      fprintf(out, "    %016" PRIx64 "  %s%s%" PRIu64 " call(s), %" PRIu64 " bytes, count %" PRIu64
-                   " %s %s, stream(s) {",
-              s->id, where, where[0] ? "  " : "", s->calls, s->bytes, s->count,
-              symmpin_dtype_name(s->dtype), symmpin_op_name(s->op));
+      fprintf(out,
+              "    %016" PRIx64 "  %s%s%" PRIu64 " call(s), %" PRIu64 " bytes, %s count %" PRIu64
+              " %s %s, stream(s) {",
+              s->id, where, where[0] ? "  " : "", s->calls, s->bytes, symmpin_coll_name(s->coll),
+              s->count, symmpin_dtype_name(s->dtype),
+              s->coll == SYMMPIN_COLL_ALLGATHER ? "-" : symmpin_op_name(s->op));
       streams_list(out, s->streams);
       fprintf(out, "}, in-place %" PRIu64 " / out-of-place %" PRIu64 ", calls #%" PRIu64
                    "..#%" PRIu64 "\n",
@@ -824,13 +843,15 @@ static symmpin_status report_text(const loaded *L, const symmpin_replay_options 
         fprintf(out, ": pinned at offset %" PRIu64 ", slot %" PRIu64 " bytes", s->offset,
                 s->slot_bytes);
         if (kernel) fprintf(out, ", %s kernel", kernel);
-        const symmpin_plan_site *via = symmpin_plan_for_shape(p, s->count, s->dtype, s->op);
+        const symmpin_plan_site *via =
+            symmpin_plan_for_shape(p, s->coll, s->count, s->dtype, s->op);
         if (via && via != s) /* routing is by shape: an earlier site of this shape takes its calls */
           fprintf(out, ", but its calls go to the slot of %016" PRIx64 " (same shape)", via->site);
         fprintf(out, " (epoch %u)\n", s->epoch);
       } else {
         /* Calls route by shape (planner/plan.h): a pinned site of this shape takes them. */
-        const symmpin_plan_site *via = symmpin_plan_for_shape(p, s->count, s->dtype, s->op);
+        const symmpin_plan_site *via =
+            symmpin_plan_for_shape(p, s->coll, s->count, s->dtype, s->op);
         if (via)
           fprintf(out, ": not pinned (%s), but its calls go to the slot of %016" PRIx64
                        " (same shape) (epoch %u)\n",

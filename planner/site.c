@@ -12,13 +12,18 @@
 #include "common/hash.h"
 #include "common/log.h"
 
-uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, uint64_t count, int dtype, int op) {
+uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, int coll, uint64_t count, int dtype,
+                         int op) {
   uint64_t h = 0x73796d6d70696e31ULL; /* "symmpin1": bump the tag if the recipe ever changes */
   h = symmpin_hash_combine(h, stack_hash);
   h = symmpin_hash_combine(h, (uint64_t)(int64_t)comm_ordinal);
   h = symmpin_hash_combine(h, count);
   h = symmpin_hash_combine(h, (uint64_t)(int64_t)dtype);
   h = symmpin_hash_combine(h, (uint64_t)(int64_t)op);
+  /* The collective last, and only when it is not the all-reduce: an all-reduce's id is what it
+   * was before the other collectives came (traces and reports keep their ids). */
+  if (coll != SYMMPIN_COLL_ALLREDUCE)
+    h = symmpin_hash_combine(h, 0x636f6c6c00ULL | (uint64_t)(uint32_t)coll);
   return h ? h : 1;
 }
 
@@ -107,6 +112,7 @@ symmpin_status symmpin_site_table_add(symmpin_site_table *t, const symmpin_site_
     e->s.id = c->site;
     e->s.count = c->count;
     e->s.dtype = c->dtype;
+    e->s.coll = c->coll;
     e->s.op = c->op;
     e->s.first_call = c->index;
     HASH_ADD(hh, t->by_id, s.id, sizeof(e->s.id), e);
@@ -114,7 +120,7 @@ symmpin_status symmpin_site_table_add(symmpin_site_table *t, const symmpin_site_
   }
   symmpin_site *s = &e->s;
   s->calls++;
-  s->bytes += c->count * symmpin_dtype_size(c->dtype);
+  s->bytes += c->count * symmpin_dtype_size(c->dtype); /* NCCL's count: the chunk of the others */
   if (c->in_place)
     s->in_place++;
   else

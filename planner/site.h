@@ -14,11 +14,13 @@
 
 #include "common/types.h"
 
-/* hash(stack_hash, comm_ordinal, count, dtype, op): each input is folded in turn with
+/* hash(stack_hash, comm_ordinal, count, dtype, op[, coll]): each input is folded in turn with
  * symmpin_hash_combine (planner/hash.h, a splitmix64 finalizer), starting from a fixed tag, so
- * it is stable across ranks, runs and hosts, and changing any one input changes the id. Never 0
- * (0 means "no site" in traces). */
-uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, uint64_t count, int dtype, int op);
+ * it is stable across ranks, runs and hosts, and changing any one input changes the id; the
+ * collective (common/types.h) is folded in last unless it is the all-reduce, whose ids are as
+ * they were before the others. Never 0 (0 means "no site" in traces). */
+uint64_t symmpin_site_id(uint64_t stack_hash, int comm_ordinal, int coll, uint64_t count, int dtype,
+                         int op);
 
 /* Where a call site is in the program, for people (stats, traces, symmpin-replay): the caller
  * frame that identifies the site, i.e. the first return address outside libsymmpin, as
@@ -48,6 +50,7 @@ typedef struct symmpin_site_call {
   uint64_t site;
   uint64_t count;
   int dtype, op;
+  int coll;                        /* common/types.h's SYMMPIN_COLLS */
   int stream_ord;                  /* -1 unknown */
   bool in_place;
   uint64_t send_alloc, recv_alloc; /* allocation ids, 0 = not in a known allocation */
@@ -58,6 +61,7 @@ typedef struct symmpin_site {
   uint64_t id;
   uint64_t count;                  /* the shape (part of the id, so one per site) */
   int dtype, op;
+  int coll;
   uint64_t calls, bytes;           /* bytes: count * element size, summed over calls */
   uint64_t in_place, out_of_place;
   uint64_t streams;                /* bit s: stream ordinal s seen (ordinals >= 63 -> bit 63) */

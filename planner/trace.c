@@ -40,7 +40,27 @@ static const char *const call_names[SYMMPIN_TRACE_CALL_COUNT] = {
     [SYMMPIN_TRACE_COMM_GROW] = "ncclCommGrow",
     [SYMMPIN_TRACE_COMM_SUSPEND] = "ncclCommSuspend",
     [SYMMPIN_TRACE_COMM_RESUME] = "ncclCommResume",
+    [SYMMPIN_TRACE_ALL_GATHER] = "ncclAllGather",
+    [SYMMPIN_TRACE_REDUCE_SCATTER] = "ncclReduceScatter",
 };
+
+int symmpin_trace_call_coll(symmpin_trace_call c) {
+  switch (c) {
+  case SYMMPIN_TRACE_ALL_REDUCE: return SYMMPIN_COLL_ALLREDUCE;
+  case SYMMPIN_TRACE_ALL_GATHER: return SYMMPIN_COLL_ALLGATHER;
+  case SYMMPIN_TRACE_REDUCE_SCATTER: return SYMMPIN_COLL_REDUCESCATTER;
+  default: return -1;
+  }
+}
+
+symmpin_trace_call symmpin_trace_coll_call(int coll) {
+  switch (coll) {
+  case SYMMPIN_COLL_ALLREDUCE: return SYMMPIN_TRACE_ALL_REDUCE;
+  case SYMMPIN_COLL_ALLGATHER: return SYMMPIN_TRACE_ALL_GATHER;
+  case SYMMPIN_COLL_REDUCESCATTER: return SYMMPIN_TRACE_REDUCE_SCATTER;
+  default: return SYMMPIN_TRACE_UNKNOWN;
+  }
+}
 
 const char *symmpin_trace_call_name(symmpin_trace_call c) {
   return ((unsigned)c < SYMMPIN_TRACE_CALL_COUNT) ? call_names[c] : call_names[0];
@@ -65,7 +85,9 @@ symmpin_trace_call symmpin_trace_call_from_name(const char *name) {
 #define LIFE (C(COMM_REVOKE) | C(COMM_SUSPEND) | C(COMM_RESUME))
 #define ENDS (C(COMM_DESTROY) | C(COMM_ABORT) | C(COMM_FINALIZE))
 #define GROUPS (C(GROUP_START) | C(GROUP_END))
-#define AR C(ALL_REDUCE)
+/* The collectives' events share their fields; the all-gather has no op. */
+#define AR (C(ALL_REDUCE) | C(ALL_GATHER) | C(REDUCE_SCATTER))
+#define REDUCING (C(ALL_REDUCE) | C(REDUCE_SCATTER))
 #define ALL_CALLS (~0u)
 _Static_assert(SYMMPIN_TRACE_CALL_COUNT <= 32, "one bit per call kind in an unsigned");
 
@@ -98,7 +120,7 @@ static const field fields[] = {
     {"site", E(site), F_HEX, AR},
     {"count", E(count), F_U64, AR},
     {"dtype", E(dtype), F_DTYPE, AR},
-    {"op", E(op), F_OP, AR},
+    {"op", E(op), F_OP, REDUCING},
     {"send_alloc", E(send_alloc), F_U64, AR},
     {"send_off", E(send_off), F_U64, AR},
     {"recv_alloc", E(recv_alloc), F_U64, AR},
@@ -699,9 +721,9 @@ symmpin_status symmpin_trace_read(const char *path, symmpin_trace_file *out) {
       if (strncmp(line, "#symmpin-trace ", 15) != 0 || !parse_int(line + 15, &version)) {
         SYMMPIN_WARN("trace %s: not a symmpin trace (no '#symmpin-trace' line)", path);
         st = SYMMPIN_ERR_INVALID;
-      } else if (version != SYMMPIN_TRACE_VERSION) {
-        SYMMPIN_WARN("trace %s: version %d, this reader knows %d", path, version,
-                     SYMMPIN_TRACE_VERSION);
+      } else if (version < SYMMPIN_TRACE_VERSION_MIN || version > SYMMPIN_TRACE_VERSION) {
+        SYMMPIN_WARN("trace %s: version %d, this reader knows %d to %d", path, version,
+                     SYMMPIN_TRACE_VERSION_MIN, SYMMPIN_TRACE_VERSION);
         st = SYMMPIN_ERR_UNSUPPORTED;
       }
       f.header.version = version;

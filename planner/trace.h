@@ -15,7 +15,10 @@
 #include "common/types.h"
 #include "planner/site.h"
 
-#define SYMMPIN_TRACE_VERSION 1
+/* 2: ncclAllGather and ncclReduceScatter events. A reader of version 2 reads version 1 traces
+ * (which have none of them) as they were; SYMMPIN_TRACE_VERSION_MIN is the oldest it takes. */
+#define SYMMPIN_TRACE_VERSION 2
+#define SYMMPIN_TRACE_VERSION_MIN 1
 #define SYMMPIN_TRACE_BUFFER (64u * 1024u) /* the writer's buffer: one write(2) per full buffer */
 #define SYMMPIN_TRACE_LINE_MAX 1024u       /* longest event line the writer produces */
 #define SYMMPIN_TRACE_WHERE_MAX 2048u      /* longest "#where=" line the writer produces */
@@ -30,7 +33,7 @@
 #define SYMMPIN_TRACE_MAX_WHERES (1u << 20)       /* "#where=" lines: one per call stack */
 #define SYMMPIN_TRACE_MAX_RANKS (1 << 16)         /* nranks of any event; rank below it */
 #define SYMMPIN_TRACE_MAX_STREAM_ORD 32767        /* a stream ordinal (the call record's int16) */
-#define SYMMPIN_TRACE_MAX_COUNT (1ull << 48)      /* elements of one all-reduce */
+#define SYMMPIN_TRACE_MAX_COUNT (1ull << 48)      /* NCCL's count of one collective */
 
 typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_UNKNOWN = 0,
@@ -56,8 +59,15 @@ typedef enum symmpin_trace_call {
   SYMMPIN_TRACE_COMM_GROW,   /* NCCL 2.29+ */
   SYMMPIN_TRACE_COMM_SUSPEND,
   SYMMPIN_TRACE_COMM_RESUME,
+  SYMMPIN_TRACE_ALL_GATHER,     /* trace version 2 */
+  SYMMPIN_TRACE_REDUCE_SCATTER, /* trace version 2 */
   SYMMPIN_TRACE_CALL_COUNT,
 } symmpin_trace_call;
+
+/* The collective of a collective's event (common/types.h's SYMMPIN_COLLS), -1 for other calls. */
+int symmpin_trace_call_coll(symmpin_trace_call c);
+/* The event of a collective, SYMMPIN_TRACE_UNKNOWN for a value outside the list. */
+symmpin_trace_call symmpin_trace_coll_call(int coll);
 
 /* The call's name as written in traces ("cudaMalloc", "ncclAllReduce", ...). */
 const char *symmpin_trace_call_name(symmpin_trace_call c);
@@ -94,10 +104,10 @@ typedef struct symmpin_trace_event {
   /* groups */
   int depth;                 /* group depth of this thread after the call */
 
-  /* all-reduce */
+  /* collectives (all-reduce, all-gather, reduce-scatter: symmpin_trace_call_coll) */
   uint64_t site;
-  uint64_t count;
-  int dtype, op;
+  uint64_t count;                /* NCCL's count argument (common/types.h) */
+  int dtype, op;                 /* op: not written for an all-gather (read as 0) */
   uint64_t send_alloc, send_off; /* allocation id (0 = not in a known allocation) and offset */
   uint64_t recv_alloc, recv_off;
   uint64_t send_ptr, recv_ptr;   /* raw addresses (for display only) */

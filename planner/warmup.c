@@ -75,6 +75,6 @@ void symmpin_epochs_advance(symmpin_epochs *e, bool planned_new) {
   e->next += e->interval;
 }
 
-uint64_t symmpin_warmup_key(int comm_ordinal, uint64_t count, int dtype, int op) {
-  return symmpin_site_id(0, comm_ordinal, count, dtype, op);
+uint64_t symmpin_warmup_key(int comm_ordinal, int coll, uint64_t count, int dtype, int op) {
+  return symmpin_site_id(0, comm_ordinal, coll, count, dtype, op);
 }

@@ -56,7 +56,7 @@ bool symmpin_warmup_step(symmpin_warmup *w, uint64_t key);
 /* What warm-up looks at: the call's shape on its communicator, not its call site. Every rank of a
  * valid NCCL program makes the same sequence of shapes even where ranks reach a call from different
  * sites, so every rank ends warm-up at the same call; sites decide only what gets pinned. */
-uint64_t symmpin_warmup_key(int comm_ordinal, uint64_t count, int dtype, int op);
+uint64_t symmpin_warmup_key(int comm_ordinal, int coll, uint64_t count, int dtype, int op);
 
 /* The planning schedule after warm-up. Call counts as above (n = 1, 2, ...). */
 typedef struct symmpin_epochs {

@@ -37,16 +37,19 @@ symmpin_reason symmpin_arena_route(symmpin_arena *arena, symmpin_comm *c, const 
   /* The capture state could not be read (ec->capture_id 0): maybe not a capture at all. NCCL,
    * rather than arena bytes a peer that knows better would not take. */
   if (ec->capture_id == 0) return SYMMPIN_REASON_CAPTURE;
-  if (!symmpin_kernel_supports(SYMMPIN_COLL_ALLREDUCE, a->dtype, a->op))
-    return SYMMPIN_REASON_TYPE_OP;
-  if (cfg->max_bytes && (uint64_t)a->count * symmpin_dtype_size(a->dtype) > cfg->max_bytes)
+  if (!symmpin_kernel_supports(a->coll, a->dtype, a->op)) return SYMMPIN_REASON_TYPE_OP;
+  /* The message: the larger buffer (nranks x count for the all-gather and reduce-scatter). */
+  uint64_t elems = symmpin_coll_send_count(a->coll, a->count, c->nranks);
+  uint64_t relems = symmpin_coll_recv_count(a->coll, a->count, c->nranks);
+  if (relems > elems) elems = relems;
+  if (cfg->max_bytes && elems * symmpin_dtype_size(a->dtype) > cfg->max_bytes)
     return SYMMPIN_REASON_TOO_LARGE;
-  size_t need = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, a->count, a->dtype, c->nranks,
-                                          SYMMPIN_INPUT_STAGED);
+  size_t need =
+      symmpin_kernel_slot_bytes(a->coll, a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
   if (!need) return SYMMPIN_REASON_TYPE_OP;
   need = (need + SYMMPIN_PLAN_ALIGNMENT - 1) / SYMMPIN_PLAN_ALIGNMENT * SYMMPIN_PLAN_ALIGNMENT;
-  int klass = symmpin_kernel_slot_class(SYMMPIN_COLL_ALLREDUCE, a->count, a->dtype, c->nranks,
-                                        SYMMPIN_INPUT_STAGED);
+  int klass =
+      symmpin_kernel_slot_class(a->coll, a->count, a->dtype, c->nranks, SYMMPIN_INPUT_STAGED);
   uint64_t offset = 0;
   if (!arena_slot(arena, plan, ec->capture_id, ec->stream_ord, klass, need, &offset)) {
     if (!arena->full_logged && plan->capture_bytes) {

@@ -398,7 +398,7 @@ static void stats_publish(symmpin_comm *c, struct symmpin_engine_comm *e, const 
     /* A plan entry's key is its call site (planner/record.h); its calls go to the slot of the
      * pinned site of their shape (symmpin_plan_for_shape), also when it is not pinned itself. */
     const symmpin_plan_site *s = &p->sites[i];
-    const symmpin_plan_site *to = symmpin_plan_for_shape(p, s->count, s->dtype, s->op);
+    const symmpin_plan_site *to = symmpin_plan_for_shape(p, s->coll, s->count, s->dtype, s->op);
     if (to) symmpin_stats_set_slot(c, s->site, to->offset, to->slot_bytes);
   }
   symmpin_stats_set_pool(c, (uint32_t)p->npinned, p->dedicated_bytes, p->lower_bound_bytes,
@@ -556,10 +556,20 @@ static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
                            uint64_t n, symmpin_kernel_call *k) {
   const symmpin_allreduce_call *a = ec->call;
   *k = (symmpin_kernel_call){
-      .slot_bytes = slot->slot_bytes, .rank = c->rank, .nranks = c->nranks,
-      .send = a->send, .recv = a->recv, .count = a->count, .dtype = a->dtype, .op = a->op,
-      .input = SYMMPIN_INPUT_STAGED, .site = ec->site, .timeout_cycles = e->timeout_cycles,
-      .error = e->err_dev, .call_id = (uint32_t)n,
+      .slot_bytes = slot->slot_bytes,
+      .rank = c->rank,
+      .nranks = c->nranks,
+      .coll = a->coll,
+      .send = a->send,
+      .recv = a->recv,
+      .count = a->count,
+      .dtype = a->dtype,
+      .op = a->op,
+      .input = SYMMPIN_INPUT_STAGED,
+      .site = ec->site,
+      .timeout_cycles = e->timeout_cycles,
+      .error = e->err_dev,
+      .call_id = (uint32_t)n,
   };
   SYMMPIN_ASSERT(c->nranks <= SYMMPIN_KERNEL_MAX_RANKS); /* larger ones stay off (engine_get) */
   for (int r = 0; r < c->nranks; r++) {
@@ -775,14 +785,21 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     capture_mode_restore(mode);
   }
   symmpin_agree_call call = {
-      .site = ec->site, .stream_ord = ec->stream_ord, .count = a->count, .dtype = a->dtype,
-      .op = a->op, .in_place = a->send == a->recv, .capturing = ec->capturing,
+      .site = ec->site,
+      .stream_ord = ec->stream_ord,
+      .count = a->count,
+      .dtype = a->dtype,
+      .op = a->op,
+      .coll = a->coll,
+      .in_place = a->send == a->recv,
+      .capturing = ec->capturing,
       .group_token = ec->group_depth > 0 ? ec->group_token : 0,
-      .send_alloc = ec->send_alloc, .recv_alloc = ec->recv_alloc,
+      .send_alloc = ec->send_alloc,
+      .recv_alloc = ec->recv_alloc,
   };
   /* A stop ends the epochs, not an agreed plan: the peers keep redirecting its sites, so this rank
    * must too (sending them to NCCL would leave both sides waiting). */
-  if (symmpin_agree_step(e->agree, n, &call))
+  if (symmpin_agree_step(e->agree, n, &call)) {
     stats_publish(c, e, symmpin_agree_plan(e->agree));
   const symmpin_plan *plan = symmpin_agree_plan(e->agree);
   if (!plan) {
@@ -808,7 +825,7 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
    * group is a grouped one only where the ranks group alike (planner/plan.h groups_alike). */
   bool measuring = !ec->capturing && e->choice && symmpin_agree_measuring(e->agree);
   bool as_group = measuring && ec->group_depth > 0 && plan->groups_alike;
-  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
+  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op, .coll = a->coll};
   if (as_group) group_unit_note(c, e, ec, &shape);
   /* A group partly captured is not what either path runs eagerly: no sample. */
   if (ec->capturing && ec->group_depth > 0 && ec->group_token == e->grp.token)

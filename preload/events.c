@@ -588,7 +588,7 @@ static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_p
                             p->reason);
   if (!symmpin_tracefile_on()) return;
   symmpin_trace_event ev;
-  symmpin_tracefile_event_init(&ev, SYMMPIN_TRACE_ALL_REDUCE);
+  symmpin_tracefile_event_init(&ev, symmpin_trace_coll_call(c->coll));
   ev.rc = rc;
   ev.device = cm ? cm->device : symmpin_host_device();
   ev.comm = cm ? cm->ordinal : -1;
@@ -650,12 +650,12 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   /* Unknown counts as capturing: the engine then does nothing that capture would forbid. */
   p->ec.capturing = symmpin_host_capture_id(c->stream, &p->ec.capture_id) != 0;
   if (!cm) {
-    p->ec.site = symmpin_site_id(c->stack, -1, c->count, c->dtype, c->op);
+    p->ec.site = symmpin_site_id(c->stack, -1, c->coll, c->count, c->dtype, c->op);
     p->reason = SYMMPIN_REASON_COMM;
     return false;
   }
   symmpin_log_set_device(cm->device);
-  p->ec.site = symmpin_site_id(c->stack, cm->ordinal, c->count, c->dtype, c->op);
+  p->ec.site = symmpin_site_id(c->stack, cm->ordinal, c->coll, c->count, c->dtype, c->op);
   symmpin_comm_lock(cm);
   if (atomic_load(&cm->ended)) {
     /* Destroyed or aborted by another thread since the lookup, or left to NCCL for good (revoked,

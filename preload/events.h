@@ -111,11 +111,13 @@ void symmpin_event_group_drop(void);
  * symmpin_engine_group_end), then leave the group. */
 void symmpin_event_group_end(int rc);
 
+/* One collective call as the wrappers pass it (named for the all-reduce, the first one served). */
 typedef struct symmpin_allreduce_call {
   const void *send;
   void *recv;
-  size_t count;
-  int dtype, op;
+  size_t count;  /* NCCL's count argument (common/types.h) */
+  int dtype, op; /* op: 0 for an all-gather */
+  int coll;      /* common/types.h's SYMMPIN_COLLS; 0 (a zeroed call's) = all-reduce */
   void *comm;
   void *stream;
   uint64_t stack; /* module-relative hash of the caller's return addresses */

@@ -66,7 +66,7 @@ int symmpin_timing_start(symmpin_timing **timing, symmpin_comm *c, symmpin_choic
     if (!(*timing = calloc(1, sizeof **timing))) return -1;
   }
   const symmpin_allreduce_call *a = ec->call;
-  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op};
+  symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op, .coll = a->coll};
   bool for_choice = choice_may && symmpin_choice_want(choice, &shape, redirected);
   bool for_stats =
       measure_for_stats(c) && symmpin_stats_want_timing(c->stats, ec->site, redirected);

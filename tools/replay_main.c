@@ -123,7 +123,7 @@ typedef struct input {
   member *members; /* in file order */
   member *sorted;  /* the same, by key and rank (the pairwise checks are merges, not n * m) */
   size_t nmembers;
-  size_t nevents, nallreduce;
+  size_t nevents, ncollectives; /* collectives: all-reduces, all-gathers, reduce-scatters */
   int job; /* union-find parent: files sharing a communicator are one job */
 } input;
 
@@ -191,7 +191,7 @@ static void input_load(input *in, const char *path) {
   in->nevents = f.nevents;
   size_t ncreate = 0;
   for (size_t i = 0; i < f.nevents; i++) {
-    if (f.events[i].call == SYMMPIN_TRACE_ALL_REDUCE) in->nallreduce++;
+    if (symmpin_trace_call_coll(f.events[i].call) >= 0) in->ncollectives++;
     if (is_comm_create(f.events[i].call)) ncreate++;
   }
   in->members = ncreate ? calloc(ncreate, sizeof(member)) : NULL;
@@ -338,7 +338,7 @@ static int check_inputs(char **paths, int n, bool allow, const char **kept, int 
   /* Traces of a program that ended (or was killed) early: not an error, but say why they add
    * nothing. */
   for (int i = 0; i < n; i++) {
-    if (!v[i].usable || v[i].dropped || v[i].nallreduce) continue;
+    if (!v[i].usable || v[i].dropped || v[i].ncollectives) continue;
     if (!v[i].nevents)
       fprintf(stderr,
               PROG ": warning: trace '%s' holds no calls (did the program end before its first "

@@ -15,13 +15,15 @@ typedef struct tcall {
   uint64_t count;
   int dtype, op, stream;
   uint64_t token; /* group token, 0 = none */
+  int coll;       /* common/types.h; 0 = all-reduce (lists that leave it out) */
 } tcall;
 
 /* FAKE: stands in for the kernels' symmpin_kernel_slot_bytes (kernels/allreduce.h) on the CPU. Any
  * deterministic size that grows with the message and is a multiple of 256 exercises the planner. */
-static inline size_t fake_slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
+static inline size_t fake_slot_bytes(int coll, size_t count, int dtype, int nranks, void *ctx) {
   (void)ctx;
-  size_t b = count * symmpin_dtype_size(dtype) * (size_t)nranks;
+  /* the other collectives: one more chunk's worth, so their sizes differ from the all-reduce's */
+  size_t b = count * symmpin_dtype_size(dtype) * (size_t)(nranks + (coll ? 1 : 0));
   return (b + 255) / 256 * 256 + 256;
 }
 
@@ -34,8 +36,12 @@ static inline void mk_record(symmpin_record *r, int rank, int nranks, uint64_t f
                              const tcall *calls, size_t n) {
   symmpin_record_init(r, 0, rank, nranks, first);
   for (size_t i = 0; i < n; i++) {
-    symmpin_call c = {.site = calls[i].site, .count = calls[i].count, .dtype = calls[i].dtype,
-                      .op = calls[i].op, .stream_ord = calls[i].stream};
+    symmpin_call c = {.site = calls[i].site,
+                      .count = calls[i].count,
+                      .dtype = calls[i].dtype,
+                      .op = calls[i].op,
+                      .coll = calls[i].coll,
+                      .stream_ord = calls[i].stream};
     cr_assert_eq(symmpin_record_append(r, &c, calls[i].token), SYMMPIN_OK);
   }
 }

@@ -29,16 +29,16 @@
 #endif
 
 /* FAKE kernels binding (the library's is agree/'s symmpin_agree_kernels): any sizes will do. */
-static size_t slot_bytes(size_t count, int dtype, int nranks, void *ctx) {
-  (void)ctx;
+static size_t slot_bytes(int coll, size_t count, int dtype, int nranks, void *ctx) {
+  (void)ctx, (void)coll;
   return (count * symmpin_dtype_size(dtype) * (size_t)(nranks > 0 ? nranks : 1) + 255) / 256 * 256;
 }
-static bool supports(int dtype, int op, void *ctx) {
-  (void)ctx;
+static bool supports(int coll, int dtype, int op, void *ctx) {
+  (void)ctx, (void)coll;
   return dtype >= 0 && dtype < SYMMPIN_DTYPE_COUNT && op >= 0 && op < SYMMPIN_OP_COUNT;
 }
-static int slot_class(size_t count, int dtype, int nranks) {
-  (void)count, (void)dtype, (void)nranks;
+static int slot_class(int coll, size_t count, int dtype, int nranks) {
+  (void)coll, (void)count, (void)dtype, (void)nranks;
   return 0;
 }
 static const char *class_name(int k) { return k == 0 ? "one" : NULL; }

@@ -95,12 +95,15 @@ Test(plan, one_rank_differs_only_those_sites_fall_back) {
    * pinned site has its shape (all have one here: the smallest pinned id, site 1, routes them),
    * so ranks reaching one call from different sites route it alike... */
   const symmpin_plan_site *e = NULL;
-  cr_assert_eq(symmpin_plan_route(p, 3, 256, F32, SUM, 0, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route(p, 3, SYMMPIN_COLL_ALLREDUCE, 256, F32, SUM, 0, &e),
+               SYMMPIN_PLAN_PINNED);
   cr_assert_eq(e, site_of(p, 1));
-  cr_assert_eq(symmpin_plan_route(p, 99, 256, F32, SUM, 0, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route(p, 99, SYMMPIN_COLL_ALLREDUCE, 256, F32, SUM, 0, &e),
+               SYMMPIN_PLAN_PINNED);
   cr_assert_eq(e, site_of(p, 1));
   /* ...and a shape no pinned site has goes to NCCL with the reason of the site's own entry. */
-  cr_assert_eq(symmpin_plan_route(p, 3, 333, F32, SUM, 0, &e), SYMMPIN_PLAN_DIFFERS);
+  cr_assert_eq(symmpin_plan_route(p, 3, SYMMPIN_COLL_ALLREDUCE, 333, F32, SUM, 0, &e),
+               SYMMPIN_PLAN_DIFFERS);
   cr_assert_null(e);
   symmpin_plan_free(p);
   for (int r = 0; r < N; r++) symmpin_record_free(&recs[r]);
@@ -238,8 +241,9 @@ Test(plan, one_stream_500_sites_pool_is_largest_slot) {
   symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
   symmpin_plan *p = plan_same(c, 2 * S, 2, &pol, NULL, 0);
   cr_assert_eq(p->npinned, S);
-  uint64_t largest = fake_slot_bytes(64 * S, F32, 2, NULL), sum = 0;
-  for (int i = 0; i < S; i++) sum += fake_slot_bytes(64 * (size_t)(i + 1), F32, 2, NULL);
+  uint64_t largest = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 64 * S, F32, 2, NULL), sum = 0;
+  for (int i = 0; i < S; i++)
+    sum += fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 64 * (size_t)(i + 1), F32, 2, NULL);
   cr_assert_eq(p->pool_bytes, largest);
   cr_assert_eq(p->lower_bound_bytes, largest);
   cr_assert_eq(p->dedicated_bytes, sum);
@@ -264,8 +268,9 @@ Test(plan, two_streams_interleaved) {
                    .stream = i % 2};
   symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
   symmpin_plan *p = plan_same(c, 16, 2, &pol, NULL, 0);
-  uint64_t a = fake_slot_bytes(4000, F32, 2, NULL), b = fake_slot_bytes(3000, F32, 2, NULL),
-           d = fake_slot_bytes(9000, F32, 2, NULL);
+  uint64_t a = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 4000, F32, 2, NULL),
+           b = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 3000, F32, 2, NULL),
+           d = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 9000, F32, 2, NULL);
   cr_assert_eq(p->pool_bytes, a + d);
   cr_assert_eq(p->lower_bound_bytes, a + (b > d ? b : d));
   cr_assert_eq(site_of(p, 1)->offset, site_of(p, 3)->offset); /* same stream: shared */
@@ -293,8 +298,10 @@ Test(plan, groups_keep_members_apart) {
   cr_assert(disjoint(site_of(p, 1), site_of(p, 2)));
   cr_assert(disjoint(site_of(p, 1), site_of(p, 3)));
   cr_assert(disjoint(site_of(p, 2), site_of(p, 3)));
-  uint64_t a = fake_slot_bytes(2000, F32, 2, NULL), b = fake_slot_bytes(5000, F32, 2, NULL),
-           cc = fake_slot_bytes(3000, F32, 2, NULL), d = fake_slot_bytes(12000, F32, 2, NULL);
+  uint64_t a = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 2000, F32, 2, NULL),
+           b = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 5000, F32, 2, NULL),
+           cc = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 3000, F32, 2, NULL),
+           d = fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, 12000, F32, 2, NULL);
   uint64_t lb = a + b + cc > d ? a + b + cc : d;
   cr_assert_eq(p->lower_bound_bytes, lb);
   /* Whole-slot sharing: the largest group member (B) shares D's slot, C and A need slots of their
@@ -322,8 +329,8 @@ Test(plan, alignment_stress) {
   assert_no_shared_overlap(p, rp, 1);
   for (size_t i = 0; i < p->nsites; i++) {
     cr_assert_eq(p->sites[i].slot_bytes % 4096, 0);
-    cr_assert_geq(p->sites[i].slot_bytes,
-                  fake_slot_bytes(p->sites[i].count, p->sites[i].dtype, 3, NULL));
+    cr_assert_geq(p->sites[i].slot_bytes, fake_slot_bytes(SYMMPIN_COLL_ALLREDUCE, p->sites[i].count,
+                                                          p->sites[i].dtype, 3, NULL));
   }
   cr_assert_leq(p->pool_bytes, p->lower_bound_bytes * 105 / 100 + pol.alignment);
   symmpin_record_free(&rec);
@@ -337,14 +344,14 @@ Test(plan, alignment_stress) {
   symmpin_record_free(&r0);
 }
 
-static bool no_prod(int dtype, int op, void *ctx) {
-  (void)ctx;
+static bool no_prod(int coll, int dtype, int op, void *ctx) {
+  (void)ctx, (void)coll;
   (void)dtype;
   return op != SYMMPIN_PROD;
 }
 
-static size_t slot_none_for_i64(size_t count, int dtype, int nranks, void *ctx) {
-  return dtype == SYMMPIN_INT64 ? 0 : fake_slot_bytes(count, dtype, nranks, ctx);
+static size_t slot_none_for_i64(int coll, size_t count, int dtype, int nranks, void *ctx) {
+  return dtype == SYMMPIN_INT64 ? 0 : fake_slot_bytes(coll, count, dtype, nranks, ctx);
 }
 
 Test(plan, reasons) {
@@ -383,14 +390,18 @@ Test(plan, route_safety_net) {
   symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
   symmpin_plan *p = plan_same(c, 2, 2, &pol, NULL, 0);
   const symmpin_plan_site *e = NULL;
-  cr_assert_eq(symmpin_plan_route(p, 1, 100, F32, SUM, 2, &e), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route(p, 1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, 2, &e),
+               SYMMPIN_PLAN_PINNED);
   cr_assert_eq(e->stream_ord, 2); /* planned on its first call's stream */
-  cr_assert_eq(symmpin_plan_route(p, 1, 100, F32, SUM, 0, &e), SYMMPIN_PLAN_STREAM_OFF_PLAN);
+  cr_assert_eq(symmpin_plan_route(p, 1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, 0, &e),
+               SYMMPIN_PLAN_STREAM_OFF_PLAN);
   cr_assert_not_null(e);
   /* A shape no pinned site has: NCCL, also from a pinned site (its next epoch plans it). */
-  cr_assert_eq(symmpin_plan_route(p, 12345, 101, F32, SUM, 2, &e), SYMMPIN_PLAN_UNPLANNED);
+  cr_assert_eq(symmpin_plan_route(p, 12345, SYMMPIN_COLL_ALLREDUCE, 101, F32, SUM, 2, &e),
+               SYMMPIN_PLAN_UNPLANNED);
   cr_assert_null(e);
-  cr_assert_eq(symmpin_plan_route(p, 1, 100, F32, SYMMPIN_MAX, 2, &e), SYMMPIN_PLAN_UNPLANNED);
+  cr_assert_eq(symmpin_plan_route(p, 1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SYMMPIN_MAX, 2, &e),
+               SYMMPIN_PLAN_UNPLANNED);
   cr_assert_null(e);
   symmpin_plan_free(p);
 }
@@ -437,14 +448,17 @@ Test(plan, shapes_measured_faster_on_nccl_are_demoted_for_good) {
   cr_assert_eq(site_of(p1, 2)->slot_bytes, site_of(p0, 2)->slot_bytes);
   cr_assert_not(site_of(p1, 3)->pinned);
   cr_assert_eq(site_of(p1, 3)->reason, SYMMPIN_PLAN_NCCL_FASTER);
-  cr_assert_null(symmpin_plan_for_shape(p1, 5000, F32, SUM));
-  cr_assert(symmpin_plan_shape_nccl_faster(p1, 5000, F32, SUM));
-  cr_assert_not(symmpin_plan_shape_nccl_faster(p1, 100, F32, SUM));
-  cr_assert_not(symmpin_plan_shape_nccl_faster(p1, 777, F32, SUM), "only shapes of its sites");
-  cr_assert_not(symmpin_plan_shape_missing(p1, &pol, 5000, F32, SUM), "not asked for again");
-  cr_assert(symmpin_plan_shape_missing(p1, &pol, 4000, F32, SUM));
+  cr_assert_null(symmpin_plan_for_shape(p1, SYMMPIN_COLL_ALLREDUCE, 5000, F32, SUM));
+  cr_assert(symmpin_plan_shape_nccl_faster(p1, SYMMPIN_COLL_ALLREDUCE, 5000, F32, SUM));
+  cr_assert_not(symmpin_plan_shape_nccl_faster(p1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM));
+  cr_assert_not(symmpin_plan_shape_nccl_faster(p1, SYMMPIN_COLL_ALLREDUCE, 777, F32, SUM),
+                "only shapes of its sites");
+  cr_assert_not(symmpin_plan_shape_missing(p1, &pol, SYMMPIN_COLL_ALLREDUCE, 5000, F32, SUM),
+                "not asked for again");
+  cr_assert(symmpin_plan_shape_missing(p1, &pol, SYMMPIN_COLL_ALLREDUCE, 4000, F32, SUM));
   const symmpin_plan_site *e = NULL;
-  cr_assert_eq(symmpin_plan_route(p1, 2, 5000, F32, SUM, 0, &e), SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route(p1, 2, SYMMPIN_COLL_ALLREDUCE, 5000, F32, SUM, 0, &e),
+               SYMMPIN_PLAN_NCCL_FASTER);
   cr_assert_null(e);
   cr_assert_neq(p1->digest, p0->digest);
   /* Epoch 2 without the list: the demotion stays, also for a new site of that shape. */
@@ -452,8 +466,8 @@ Test(plan, shapes_measured_faster_on_nccl_are_demoted_for_good) {
   symmpin_plan *p2 = plan_same(e2, 2, 2, &pol, p1, 5);
   cr_assert_not(site_of(p2, 2)->pinned);
   cr_assert_eq(site_of(p2, 4)->reason, SYMMPIN_PLAN_NCCL_FASTER);
-  cr_assert_null(symmpin_plan_for_shape(p2, 5000, F32, SUM));
-  cr_assert_eq(symmpin_plan_for_shape(p2, 100, F32, SUM), site_of(p2, 1));
+  cr_assert_null(symmpin_plan_for_shape(p2, SYMMPIN_COLL_ALLREDUCE, 5000, F32, SUM));
+  cr_assert_eq(symmpin_plan_for_shape(p2, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM), site_of(p2, 1));
   symmpin_plan_free(p0);
   symmpin_plan_free(p1);
   symmpin_plan_free(p2);
@@ -474,9 +488,12 @@ Test(plan, a_kind_measured_slower_leaves_the_other_kind_its_slot) {
   symmpin_plan *p0 = plan_same(e0, 4, 2, &pol, NULL, 0);
   cr_assert(p0->groups_alike);
   cr_assert(site_of(p0, 1)->grouped && site_of(p0, 3)->grouped && !site_of(p0, 2)->grouped);
-  cr_assert_eq(symmpin_plan_route_kind(p0, 300, F32, SUM, true), SYMMPIN_PLAN_GROUP_TOO_LARGE);
-  cr_assert_eq(symmpin_plan_route_kind(p0, 300, F32, SUM, false), SYMMPIN_PLAN_PINNED);
-  cr_assert_eq(symmpin_plan_route_kind(p0, 100, F32, SUM, true), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route_kind(p0, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, true),
+               SYMMPIN_PLAN_GROUP_TOO_LARGE);
+  cr_assert_eq(symmpin_plan_route_kind(p0, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, false),
+               SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route_kind(p0, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, true),
+               SYMMPIN_PLAN_PINNED);
   symmpin_plan_policy nolimit = pol;
   nolimit.group_max_bytes = 0;
   symmpin_plan *q0 = plan_same(e0, 4, 2, &nolimit, NULL, 0);
@@ -492,24 +509,30 @@ Test(plan, a_kind_measured_slower_leaves_the_other_kind_its_slot) {
   pol1.n_nccl_faster = 2;
   symmpin_plan *p1 = plan_same(e0, 4, 2, &pol1, p0, 4);
   cr_assert(site_of(p1, 1)->pinned, "its eager calls keep the slot");
-  cr_assert_eq(symmpin_plan_route_kind(p1, 100, F32, SUM, true), SYMMPIN_PLAN_GROUP_NCCL_FASTER);
-  cr_assert_eq(symmpin_plan_route_kind(p1, 100, F32, SUM, false), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route_kind(p1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, true),
+               SYMMPIN_PLAN_GROUP_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, false),
+               SYMMPIN_PLAN_PINNED);
   cr_assert_not(site_of(p1, 2)->pinned, "never grouped: demoted as before");
   cr_assert_eq(site_of(p1, 2)->reason, SYMMPIN_PLAN_NCCL_FASTER);
   cr_assert(site_of(p1, 3)->pinned && site_of(p1, 4)->pinned, "300's grouped calls keep them");
-  cr_assert_eq(symmpin_plan_route_kind(p1, 300, F32, SUM, false), SYMMPIN_PLAN_NCCL_FASTER);
-  cr_assert_eq(symmpin_plan_route_kind(p1, 300, F32, SUM, true), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route_kind(p1, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, false),
+               SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p1, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, true),
+               SYMMPIN_PLAN_PINNED);
   cr_assert_eq(p1->n_group_slow, 1);
   cr_assert_eq(p1->n_eager_slow, 1, "200 is carried by its demoted site");
-  cr_assert(symmpin_plan_kind_nccl_faster(p1, 200, F32, SUM, true));
-  cr_assert(symmpin_plan_kind_nccl_faster(p1, 300, F32, SUM, false));
-  cr_assert_not(symmpin_plan_kind_nccl_faster(p1, 300, F32, SUM, true));
+  cr_assert(symmpin_plan_kind_nccl_faster(p1, SYMMPIN_COLL_ALLREDUCE, 200, F32, SUM, true));
+  cr_assert(symmpin_plan_kind_nccl_faster(p1, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, false));
+  cr_assert_not(symmpin_plan_kind_nccl_faster(p1, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, true));
   cr_assert_neq(p1->digest, p0->digest);
   /* Epoch 2, no new measurement: everything stays (final). Epoch 3: 100's eager calls lost too:
    * its sites are demoted, and no list needs it any more. */
   symmpin_plan *p2 = plan_same(e0, 4, 2, &nolimit, p1, 8);
-  cr_assert_eq(symmpin_plan_route_kind(p2, 100, F32, SUM, true), SYMMPIN_PLAN_GROUP_NCCL_FASTER);
-  cr_assert_eq(symmpin_plan_route_kind(p2, 300, F32, SUM, false), SYMMPIN_PLAN_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p2, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, true),
+               SYMMPIN_PLAN_GROUP_NCCL_FASTER);
+  cr_assert_eq(symmpin_plan_route_kind(p2, SYMMPIN_COLL_ALLREDUCE, 300, F32, SUM, false),
+               SYMMPIN_PLAN_NCCL_FASTER);
   symmpin_plan_shape also[] = {{100, F32, SUM}};
   symmpin_plan_policy pol3 = nolimit;
   pol3.nccl_faster = also;
@@ -517,7 +540,7 @@ Test(plan, a_kind_measured_slower_leaves_the_other_kind_its_slot) {
   symmpin_plan *p3 = plan_same(e0, 4, 2, &pol3, p2, 12);
   cr_assert_not(site_of(p3, 1)->pinned);
   cr_assert_eq(site_of(p3, 1)->reason, SYMMPIN_PLAN_NCCL_FASTER);
-  cr_assert_null(symmpin_plan_for_shape(p3, 100, F32, SUM));
+  cr_assert_null(symmpin_plan_for_shape(p3, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM));
   cr_assert_eq(p3->n_group_slow, 0);
   symmpin_plan_free(p0);
   symmpin_plan_free(p1);
@@ -541,7 +564,8 @@ Test(plan, ranks_grouping_differently_turn_the_group_rules_off) {
   cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p0), SYMMPIN_OK);
   cr_assert_not(p0->groups_alike);
   cr_assert(site_of(p0, 1)->pinned, "the sites themselves agree");
-  cr_assert_eq(symmpin_plan_route_kind(p0, 100, F32, SUM, true), SYMMPIN_PLAN_PINNED);
+  cr_assert_eq(symmpin_plan_route_kind(p0, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, true),
+               SYMMPIN_PLAN_PINNED);
   symmpin_record_free(&recs[0]);
   symmpin_record_free(&recs[1]);
   /* Later records alike: still off. A group verdict demotes 100 whole. */
@@ -568,10 +592,11 @@ Test(plan, a_shape_keeps_its_slot_when_a_later_epoch_pins_a_smaller_id) {
   tcall e1[] = {{5, 100, F32, SUM, 1, 0}, {7, 64, F32, SUM, 0, 0}, {3, 100, F32, SUM, 0, 0}};
   symmpin_plan *p1 = plan_same(e1, 3, 2, &pol, p0, 2);
   cr_assert(site_of(p1, 3)->pinned);
-  cr_assert_eq(symmpin_plan_for_shape(p0, 100, F32, SUM), site_of(p0, 5));
-  cr_assert_eq(symmpin_plan_for_shape(p1, 100, F32, SUM), site_of(p1, 5));
+  cr_assert_eq(symmpin_plan_for_shape(p0, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM), site_of(p0, 5));
+  cr_assert_eq(symmpin_plan_for_shape(p1, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM), site_of(p1, 5));
   const symmpin_plan_site *e = NULL;
-  cr_assert_eq(symmpin_plan_route(p1, 3, 100, F32, SUM, 0, &e), SYMMPIN_PLAN_STREAM_OFF_PLAN);
+  cr_assert_eq(symmpin_plan_route(p1, 3, SYMMPIN_COLL_ALLREDUCE, 100, F32, SUM, 0, &e),
+               SYMMPIN_PLAN_STREAM_OFF_PLAN);
   cr_assert_eq(e->offset, site_of(p0, 5)->offset);
   symmpin_plan_free(p0);
   symmpin_plan_free(p1);
@@ -763,4 +788,77 @@ Test(plan, late_slot_never_crosses_the_old_pool_end) {
             (unsigned long long)items[1].offset);
   cr_assert_eq(items[0].offset, 0);
   cr_assert_eq(pb.pool_bytes, items[1].offset + 512);
+}
+
+/* ---- the collectives in one plan (common/types.h's SYMMPIN_COLLS) ---- */
+
+/* An all-reduce, an all-gather and a reduce-scatter of one count, datatype and op (the all-gather
+ * with op 0) are three shapes: three slots of their own sizes, each routed by its own shape. */
+Test(plan_colls, shapes_differ_by_collective) {
+  tcall c[] = {
+      {1, 1000, F32, SUM, 0, 0, SYMMPIN_COLL_ALLREDUCE},
+      {2, 1000, F32, SUM, 0, 0, SYMMPIN_COLL_ALLGATHER},
+      {3, 1000, F32, SUM, 0, 0, SYMMPIN_COLL_REDUCESCATTER},
+  };
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_DEDICATED, 2);
+  symmpin_plan *p = plan_same(c, 3, 2, &pol, NULL, 0);
+  cr_assert_eq(p->npinned, 3);
+  for (int k = 0; k < 3; k++) {
+    const symmpin_plan_site *s = symmpin_plan_for_shape(p, c[k].coll, 1000, F32, SUM);
+    cr_assert(s, "collective %d has a slot", c[k].coll);
+    cr_expect_eq(s->site, c[k].site);
+    cr_expect_eq(s->coll, c[k].coll);
+    cr_expect_eq(s->slot_bytes, fake_slot_bytes(c[k].coll, 1000, F32, 2, NULL));
+  }
+  cr_expect_neq(symmpin_plan_for_shape(p, SYMMPIN_COLL_ALLGATHER, 1000, F32, SUM)->offset,
+                symmpin_plan_for_shape(p, SYMMPIN_COLL_ALLREDUCE, 1000, F32, SUM)->offset);
+  cr_expect_null(symmpin_plan_for_shape(p, SYMMPIN_COLL_ALLGATHER, 1001, F32, SUM));
+  cr_expect_eq(symmpin_plan_route(p, 99, SYMMPIN_COLL_REDUCESCATTER, 1000, F32, SUM, 0, NULL),
+               SYMMPIN_PLAN_PINNED, "routing is by shape, collective included");
+  symmpin_plan_free(p);
+}
+
+/* SYMMPIN_MAX_BYTES bounds the message: the larger buffer, nranks x count for the all-gather and
+ * reduce-scatter. At 4 ranks and a limit of 64 KiB: an all-reduce of 16 Ki f32 fits, an
+ * all-gather of 16 Ki f32 per rank (256 KiB gathered) does not, one of 4 Ki does. */
+Test(plan_colls, max_bytes_is_the_larger_buffer) {
+  tcall c[] = {
+      {1, 16384, F32, SUM, 0, 0, SYMMPIN_COLL_ALLREDUCE},
+      {2, 16384, F32, 0, 0, 0, SYMMPIN_COLL_ALLGATHER},
+      {3, 4096, F32, 0, 0, 0, SYMMPIN_COLL_ALLGATHER},
+      {4, 4097, F32, SUM, 0, 0, SYMMPIN_COLL_REDUCESCATTER},
+  };
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 4);
+  pol.max_bytes = 64 << 10;
+  symmpin_plan *p = plan_same(c, 4, 4, &pol, NULL, 0);
+  symmpin_plan_reason want[] = {SYMMPIN_PLAN_PINNED, SYMMPIN_PLAN_TOO_LARGE, SYMMPIN_PLAN_PINNED,
+                                SYMMPIN_PLAN_TOO_LARGE};
+  for (int i = 0; i < 4; i++)
+    cr_expect_eq(symmpin_plan_find(p, c[i].site)->reason, want[i], "site %d: %s", i + 1,
+                 symmpin_plan_reason_name(symmpin_plan_find(p, c[i].site)->reason));
+  symmpin_plan_policy pol4 = pol;
+  cr_expect_not(symmpin_plan_shape_missing(p, &pol4, SYMMPIN_COLL_ALLGATHER, 16384, F32, 0),
+                "too large: never missing");
+  cr_expect(symmpin_plan_shape_missing(p, &pol4, SYMMPIN_COLL_ALLGATHER, 2048, F32, 0),
+            "a new all-gather shape that would fit");
+  symmpin_plan_free(p);
+}
+
+/* Ranks that disagree only in the collective of one call (an all-gather here, an all-reduce
+ * there, same site, count, datatype, op) differ: that site is not pinned. */
+Test(plan_colls, ranks_that_differ_in_the_collective) {
+  tcall a[] = {{1, 1000, F32, SUM, 0, 0, SYMMPIN_COLL_ALLREDUCE}, {2, 500, F32, SUM, 0, 0, 0}};
+  tcall b[] = {{1, 1000, F32, SUM, 0, 0, SYMMPIN_COLL_ALLGATHER}, {2, 500, F32, SUM, 0, 0, 0}};
+  symmpin_record r0, r1;
+  mk_record(&r0, 0, 2, 0, a, 2);
+  mk_record(&r1, 1, 2, 0, b, 2);
+  const symmpin_record *rp[2] = {&r0, &r1};
+  symmpin_plan_policy pol = test_policy(SYMMPIN_PLAN_SHARED, 2);
+  symmpin_plan *p = NULL;
+  cr_assert_eq(symmpin_plan_make(rp, &pol, NULL, &p), SYMMPIN_OK);
+  cr_expect_eq(symmpin_plan_find(p, 1)->reason, SYMMPIN_PLAN_DIFFERS);
+  cr_expect_eq(symmpin_plan_find(p, 2)->reason, SYMMPIN_PLAN_PINNED);
+  symmpin_plan_free(p);
+  symmpin_record_free(&r0);
+  symmpin_record_free(&r1);
 }

@@ -275,6 +275,31 @@ def _():
     assert c["planned_bytes"] == class_pool(c["sites"]) == c["lower_bound_bytes"]
 
 
+@check("colls2: all-gathers, all-reduces and reduce-scatters in one plan; each its collective's slot; planned = lower bound")
+def _():
+    doc, c = replay_json("colls2")
+    assert c["agreed"] and c["same_sequence"] and c["calls"] == [120, 120], c
+    e = entries(c)
+    assert sorted(e) == [("1a", 0), ("2b", 0), ("3c", 0), ("4d", 0)], sorted(e)
+    colls = {k: v["coll"] for k, v in e.items()}
+    assert colls == {("1a", 0): "allgather", ("2b", 0): "allreduce", ("3c", 0): "reducescatter",
+                     ("4d", 0): "reducescatter"}, colls
+    for x in e.values():
+        assert x["pinned"] and x["epoch"] == 0 and x["calls"] == 30, x
+    # NCCL's count: the chunk (bytes per call are count x element size)
+    assert e[("1a", 0)]["bytes"] == 30 * 4096 * 2 and e[("4d", 0)]["bytes"] == 30 * (1 << 17) * 4, e
+    assert e[("1a", 0)]["kernel"] == e[("2b", 0)]["kernel"] == e[("3c", 0)]["kernel"] == "LL", e
+    assert e[("4d", 0)]["kernel"] == "copy", e[("4d", 0)]  # 512 KiB chunks: above the LL limit
+    # the same count and datatype, another collective: another slot size (the reduce-scatter
+    # stages every rank's lines of its chunk, as the all-gather receives them: equal here)
+    assert e[("1a", 0)]["slot_bytes"] == e[("3c", 0)]["slot_bytes"] > 0, e
+    check_layout(c)
+    assert c["planned_bytes"] == class_pool(c["sites"]) == c["lower_bound_bytes"], c
+    out = run(*case_files("colls2"))
+    assert "bytes, allgather count 4096 bf16 -," in out, out
+    assert "bytes, reducescatter count 131072 f32 avg," in out, out
+
+
 def plan_lines(text):
     """The plan section's entry lines (after 'plan after', before 'pool')."""
     lines, on = [], False

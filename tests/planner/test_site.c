@@ -5,20 +5,23 @@
 #include <string.h>
 
 #include "planner/record.h"
+#include "common/hash.h"
 #include "planner/site.h"
 
 Test(site, id_stable_and_distinguishing) {
-  uint64_t a = symmpin_site_id(0x1234, 0, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM);
+  uint64_t a =
+      symmpin_site_id(0x1234, 0, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM);
   /* A fixed value: the id must not change between builds, runs or hosts (traces store it). */
-  cr_assert_eq(a, symmpin_site_id(0x1234, 0, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM));
+  cr_assert_eq(
+      a, symmpin_site_id(0x1234, 0, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM));
   uint64_t variants[] = {
-      symmpin_site_id(0x1235, 0, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM),
-      symmpin_site_id(0x1234, 1, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM),
-      symmpin_site_id(0x1234, 0, 1025, SYMMPIN_FLOAT32, SYMMPIN_SUM),
-      symmpin_site_id(0x1234, 0, 1024, SYMMPIN_BFLOAT16, SYMMPIN_SUM),
-      symmpin_site_id(0x1234, 0, 1024, SYMMPIN_FLOAT32, SYMMPIN_MAX),
+      symmpin_site_id(0x1235, 0, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM),
+      symmpin_site_id(0x1234, 1, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_FLOAT32, SYMMPIN_SUM),
+      symmpin_site_id(0x1234, 0, SYMMPIN_COLL_ALLREDUCE, 1025, SYMMPIN_FLOAT32, SYMMPIN_SUM),
+      symmpin_site_id(0x1234, 0, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_BFLOAT16, SYMMPIN_SUM),
+      symmpin_site_id(0x1234, 0, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_FLOAT32, SYMMPIN_MAX),
       /* swapping two inputs' values must not collide */
-      symmpin_site_id(0x1234, 0, 1024, SYMMPIN_SUM, SYMMPIN_FLOAT32),
+      symmpin_site_id(0x1234, 0, SYMMPIN_COLL_ALLREDUCE, 1024, SYMMPIN_SUM, SYMMPIN_FLOAT32),
   };
   for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
     cr_assert_neq(variants[i], a, "variant %zu collides", i);
@@ -39,7 +42,8 @@ Test(site, id_no_collisions_over_a_grid) {
     for (int c = 0; c < 4; c++)
       for (uint64_t cnt = 1; cnt <= 64; cnt++)
         for (int d = 0; d < 12; d++)
-          for (int o = 0; o < 5; o++) ids[k++] = symmpin_site_id(s * 0x9e37, c, cnt * 256, d, o);
+          for (int o = 0; o < 5; o++)
+            ids[k++] = symmpin_site_id(s * 0x9e37, c, SYMMPIN_COLL_ALLREDUCE, cnt * 256, d, o);
   qsort(ids, n, sizeof(*ids), cmp_u64);
   for (size_t i = 0; i < n; i++) {
     cr_assert_neq(ids[i], 0);
@@ -108,9 +112,17 @@ Test(record, groups_renumbered_and_blob_roundtrip) {
   uint64_t tokens[] = {0, 777, 777, 0, 555, 555, 555, 777};
   uint32_t want[] = {0, 1, 1, 0, 2, 2, 2, 3};
   for (int i = 0; i < 8; i++) {
-    symmpin_call c = {.site = (uint64_t)i * 11 + 1, .count = (uint64_t)i * 1000, .dtype = i % 12,
-                      .op = i % 5, .stream_ord = i % 3 - 1, .group = 99, .in_place = i & 1,
-                      .capturing = (i & 2) != 0, .send_alloc = 5, .recv_alloc = 6};
+    symmpin_call c = {.site = (uint64_t)i * 11 + 1,
+                      .count = (uint64_t)i * 1000,
+                      .dtype = i % 12,
+                      .op = i % 5,
+                      .coll = i % 3,
+                      .stream_ord = i % 3 - 1,
+                      .group = 99,
+                      .in_place = i & 1,
+                      .capturing = (i & 2) != 0,
+                      .send_alloc = 5,
+                      .recv_alloc = 6};
     cr_assert_eq(symmpin_record_append(&r, &c, tokens[i]), SYMMPIN_OK);
   }
   for (int i = 0; i < 8; i++) cr_assert_eq(r.calls[i].group, want[i], "call %d", i);
@@ -133,6 +145,7 @@ Test(record, groups_renumbered_and_blob_roundtrip) {
   for (int i = 0; i < 8; i++) {
     cr_assert_eq(d.calls[i].site, r.calls[i].site);
     cr_assert_eq(d.calls[i].count, r.calls[i].count);
+    cr_assert_eq(d.calls[i].coll, r.calls[i].coll, "call %d's collective travels", i);
     cr_assert_eq(d.calls[i].dtype, r.calls[i].dtype);
     cr_assert_eq(d.calls[i].op, r.calls[i].op);
     cr_assert_eq(d.calls[i].stream_ord, r.calls[i].stream_ord);
@@ -196,4 +209,26 @@ Test(site_where, format_cuts_the_symbol) {
   char tiny[8];
   symmpin_site_where_format(&w, tiny, sizeof tiny);
   cr_assert_str_eq(tiny, "libfoo.");
+}
+
+/* The collective is part of a site's identity; an all-reduce's id is the recipe of before the
+ * other collectives (traces, stats and plans keep their ids): recomputed here from it. */
+Test(site, id_of_each_collective) {
+  uint64_t h = 0x73796d6d70696e31ULL;
+  h = symmpin_hash_combine(h, 0xabc);
+  h = symmpin_hash_combine(h, (uint64_t)(int64_t)2);
+  h = symmpin_hash_combine(h, 4096);
+  h = symmpin_hash_combine(h, (uint64_t)(int64_t)SYMMPIN_FLOAT32);
+  h = symmpin_hash_combine(h, (uint64_t)(int64_t)SYMMPIN_SUM);
+  cr_expect_eq(
+      symmpin_site_id(0xabc, 2, SYMMPIN_COLL_ALLREDUCE, 4096, SYMMPIN_FLOAT32, SYMMPIN_SUM),
+      h ? h : 1, "the all-reduce's id is unchanged");
+  uint64_t ar =
+      symmpin_site_id(0xabc, 2, SYMMPIN_COLL_ALLREDUCE, 4096, SYMMPIN_FLOAT32, SYMMPIN_SUM);
+  uint64_t ag =
+      symmpin_site_id(0xabc, 2, SYMMPIN_COLL_ALLGATHER, 4096, SYMMPIN_FLOAT32, SYMMPIN_SUM);
+  uint64_t rs =
+      symmpin_site_id(0xabc, 2, SYMMPIN_COLL_REDUCESCATTER, 4096, SYMMPIN_FLOAT32, SYMMPIN_SUM);
+  cr_expect(ar != ag && ag != rs && ar != rs, "one call site, three collectives: three sites");
+  cr_expect_neq(ag, 0);
 }

@@ -183,7 +183,7 @@ Test(trace, unknown_keys_and_calls) {
   cr_assert_eq(ev.count, 4);
   cr_assert_eq(ev.dtype, SYMMPIN_FLOAT32);
   cr_assert_eq(ev.stream_ord, -1); /* absent -> default */
-  cr_assert_eq(symmpin_trace_parse_event("6 101 7 ncclReduceScatter rc=0 comm=1", &ev), SYMMPIN_OK);
+  cr_assert_eq(symmpin_trace_parse_event("6 101 7 ncclBroadcast rc=0 comm=1", &ev), SYMMPIN_OK);
   cr_assert_eq(ev.call, SYMMPIN_TRACE_UNKNOWN);
   cr_assert_eq(ev.comm, 1);
   cr_assert_eq(ev.seq, 6);
@@ -241,7 +241,8 @@ Test(trace, file_roundtrip_and_header) {
   symmpin_trace_writer_close(w);
   symmpin_trace_file f;
   cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_OK);
-  cr_assert_eq(f.header.version, 1);
+  cr_assert_eq(f.header.version, SYMMPIN_TRACE_VERSION);
+  cr_assert_eq(SYMMPIN_TRACE_VERSION, 2);
   cr_assert_str_eq(f.header.host, "node-7");
   cr_assert_str_eq(f.header.program, "python3 train.py");
   cr_assert_eq(f.header.pid, 321);
@@ -329,7 +330,9 @@ Test(trace, reader_tolerates_and_rejects) {
   cr_assert_eq(f.events[2].call, SYMMPIN_TRACE_UNKNOWN);
   symmpin_trace_file_free(&f);
 
-  write_text(path, "#symmpin-trace 2\n1 1 1 ncclAllReduce\n");
+  write_text(path, "#symmpin-trace 3\n1 1 1 ncclAllReduce\n");
+  cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_ERR_UNSUPPORTED);
+  write_text(path, "#symmpin-trace 0\n1 1 1 ncclAllReduce\n");
   cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_ERR_UNSUPPORTED);
   write_text(path, "1 1 1 ncclAllReduce\n");
   cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_ERR_INVALID);
@@ -473,4 +476,64 @@ Test(trace_where, format_cuts_long_symbols_only) {
   cr_assert_eq(symmpin_trace_format_where(0x1, &big, buf, sizeof(buf)), -1);
   symmpin_site_where unknown = {"", "f", 0x10};
   cr_assert_eq(symmpin_trace_format_where(0x1, &unknown, buf, sizeof(buf)), -1);
+}
+
+/* Version 2: the all-gather and reduce-scatter events, with the all-reduce's fields (the
+ * all-gather without op); a version 1 trace (all-reduces only) still reads as it did. */
+Test(trace, collectives_of_version_2) {
+  symmpin_trace_event ev;
+  cr_assert_eq(symmpin_trace_parse_event("7 100 9 ncclAllGather rc=0 comm=2 site=0x11 count=64 "
+                                         "dtype=bf16 stream_ord=1 path=1 reason=0",
+                                         &ev),
+               SYMMPIN_OK);
+  cr_assert_eq(ev.call, SYMMPIN_TRACE_ALL_GATHER);
+  cr_assert_eq(symmpin_trace_call_coll(ev.call), SYMMPIN_COLL_ALLGATHER);
+  cr_assert_eq(ev.count, 64);
+  cr_assert_eq(ev.dtype, SYMMPIN_BFLOAT16);
+  cr_assert_eq(ev.op, 0);
+  cr_assert_eq(symmpin_trace_parse_event("8 101 9 ncclReduceScatter rc=0 comm=2 site=0x12 "
+                                         "count=32 dtype=f32 op=max",
+                                         &ev),
+               SYMMPIN_OK);
+  cr_assert_eq(ev.call, SYMMPIN_TRACE_REDUCE_SCATTER);
+  cr_assert_eq(symmpin_trace_call_coll(ev.call), SYMMPIN_COLL_REDUCESCATTER);
+  cr_assert_eq(ev.op, SYMMPIN_MAX);
+  cr_assert_eq(symmpin_trace_call_coll(SYMMPIN_TRACE_ALL_REDUCE), SYMMPIN_COLL_ALLREDUCE);
+  cr_assert_eq(symmpin_trace_call_coll(SYMMPIN_TRACE_CUDA_MALLOC), -1);
+  for (int c = 0; c < SYMMPIN_COLL_COUNT; c++)
+    cr_assert_eq(symmpin_trace_call_coll(symmpin_trace_coll_call(c)), c);
+  cr_assert_eq(symmpin_trace_coll_call(SYMMPIN_COLL_COUNT), SYMMPIN_TRACE_UNKNOWN);
+
+  /* Written and read back: the all-gather's line has no op. */
+  const char *path = tmp_path("colls.trace");
+  symmpin_trace_header h = {.version = SYMMPIN_TRACE_VERSION, .rank = 0};
+  snprintf(h.host, sizeof h.host, "n");
+  symmpin_trace_writer *w;
+  cr_assert_eq(symmpin_trace_writer_open(path, &h, &w), SYMMPIN_OK);
+  ev = full_allreduce();
+  ev.call = SYMMPIN_TRACE_ALL_GATHER;
+  ev.site = 0x21, ev.count = 5, ev.dtype = SYMMPIN_FLOAT32, ev.op = 3;
+  cr_assert_eq(symmpin_trace_writer_add(w, &ev), SYMMPIN_OK);
+  ev = full_allreduce();
+  ev.call = SYMMPIN_TRACE_REDUCE_SCATTER;
+  ev.site = 0x22, ev.count = 6, ev.dtype = SYMMPIN_FLOAT32, ev.op = SYMMPIN_AVG;
+  cr_assert_eq(symmpin_trace_writer_add(w, &ev), SYMMPIN_OK);
+  symmpin_trace_writer_close(w);
+  symmpin_trace_file f;
+  cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_OK);
+  cr_assert_eq(f.nevents, 2);
+  cr_assert_eq(f.events[0].call, SYMMPIN_TRACE_ALL_GATHER);
+  cr_assert_eq(f.events[0].op, 0, "an all-gather line carries no op");
+  cr_assert_eq(f.events[1].call, SYMMPIN_TRACE_REDUCE_SCATTER);
+  cr_assert_eq(f.events[1].op, SYMMPIN_AVG);
+  symmpin_trace_file_free(&f);
+
+  write_text(path,
+             "#symmpin-trace 1\n1 1 1 ncclAllReduce comm=0 site=0x1 count=8 dtype=f32 op=sum\n");
+  cr_assert_eq(symmpin_trace_read(path, &f), SYMMPIN_OK, "version 1 still reads");
+  cr_assert_eq(f.header.version, 1);
+  cr_assert_eq(f.nevents, 1);
+  cr_assert_eq(f.events[0].call, SYMMPIN_TRACE_ALL_REDUCE);
+  symmpin_trace_file_free(&f);
+  unlink(path);
 }

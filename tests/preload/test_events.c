@@ -121,7 +121,8 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert(!symmpin_event_allreduce(&call, &rc));
   symmpin_event_allreduce_result(&call, 0);
   /* What the engine saw. */
-  cr_assert_eq(stand_in_last_call.site, symmpin_site_id(0xfeed, 0, 100, 7, 0));
+  cr_assert_eq(stand_in_last_call.site,
+               symmpin_site_id(0xfeed, 0, SYMMPIN_COLL_ALLREDUCE, 100, 7, 0));
   cr_assert_eq(stand_in_last_call.stream_ord, 0);
   cr_assert_eq(stand_in_last_call.send_alloc, 1);
   cr_assert_eq(stand_in_last_call.recv_alloc, 1);
@@ -178,7 +179,7 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert_eq(u->comm, -1);
   cr_assert_eq(u->reason, SYMMPIN_REASON_COMM);
   cr_assert_eq(u->rc, 4);
-  cr_assert_eq(u->site, symmpin_site_id(0xfeed, -1, 4, 7, 0));
+  cr_assert_eq(u->site, symmpin_site_id(0xfeed, -1, SYMMPIN_COLL_ALLREDUCE, 4, 7, 0));
   symmpin_trace_file_free(&tf);
 }
 
@@ -267,7 +268,8 @@ Test(events, statistics) {
     symmpin_allreduce_call a = {.send = (void *)0x1, .recv = (void *)0x1, .count = i < 3 ? 16 : 32, .dtype = 7, .op = 0, .comm = h, .stream = NULL, .stack = 42};
     if (!symmpin_event_allreduce(&a, &rc)) symmpin_event_allreduce_result(&a, 0);
   }
-  uint64_t s16 = symmpin_site_id(42, 0, 16, 7, 0), s32 = symmpin_site_id(42, 0, 32, 7, 0);
+  uint64_t s16 = symmpin_site_id(42, 0, SYMMPIN_COLL_ALLREDUCE, 16, 7, 0),
+           s32 = symmpin_site_id(42, 0, SYMMPIN_COLL_ALLREDUCE, 32, 7, 0);
   symmpin_stats_set_slot(c, s16, 4096, 512);
   symmpin_stats_set_pool(c, 1, 512, 512, 1 << 20);
   symmpin_stats_set_capture(c, 65536, 4096);

@@ -10,9 +10,9 @@ KEY = (0x1111222233334444, 0x5555666677778888)
 
 
 class Trace:
-    def __init__(self, path, pid, rank, program):
+    def __init__(self, path, pid, rank, program, version=1):
         self.path, self.lines, self.seq, self.t = path, [], 0, 0
-        self.lines += ["#symmpin-trace 1", "#host=synthetic", f"#pid={pid}", f"#rank={rank}",
+        self.lines += [f"#symmpin-trace {version}", "#host=synthetic", f"#pid={pid}", f"#rank={rank}",
                        f"#program={program}", "#start_unix_ns=1764500000000000000",
                        "#fields=seq t_ns tid call key=value..."]
         self.pid, self.next_alloc = pid, 1
@@ -41,6 +41,18 @@ class Trace:
                 send_ptr=hex(0x7f0000000000 + alloc * 0x10000000),
                 recv_ptr=hex(0x7f0000000000 + alloc * 0x10000000), stream_ord=stream_ord,
                 capturing=0, path=0, reason=2)
+
+    def collective(self, tid, dev, rank, nranks, call, site, count, dtype, op=None, alloc=0):
+        """ncclAllGather / ncclReduceScatter (trace version 2): the all-reduce's fields; count is
+        NCCL's (the chunk), and the all-gather has no op."""
+        kv = dict(rc=0, dev=dev, stack="0x5747c", stream=hex(0x7000), comm=0, rank=rank,
+                  nranks=nranks, site=hex(site), count=count, dtype=dtype)
+        if op is not None:
+            kv["op"] = op
+        ptr = hex(0x7f0000000000 + alloc * 0x10000000)
+        kv.update(send_alloc=alloc, send_off=0, recv_alloc=alloc, recv_off=count * 4, send_ptr=ptr,
+                  recv_ptr=ptr, stream_ord=0, capturing=0, path=0, reason=2)
+        self.ev(tid, call, **kv)
 
     def write(self):
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -106,6 +118,21 @@ def mixed(name, steps=60, move_at=8):
         t.write()
 
 
+def colls(name, steps=30):
+    """Sequence-parallel-like layer: all-gather, all-reduce, reduce-scatter per step, one stream."""
+    for r in (0, 1):
+        t = Trace(os.path.join(HERE, name, f"rank{r}.trace"), 4000 + r, r, "python3 sp_loop.py",
+                  version=2)
+        t.init(1, r, r, 2)
+        buf = t.malloc(1, r, 1 << 22, 0x7f0000000000 + 0x10000000)
+        for step in range(steps):
+            t.collective(1, r, r, 2, "ncclAllGather", 0x1a, 4096, "bf16", alloc=buf)
+            t.allreduce(1, r, r, 2, 0x2b, 1000, "f32", alloc=buf)
+            t.collective(1, r, r, 2, "ncclReduceScatter", 0x3c, 4096, "bf16", op="sum", alloc=buf)
+            t.collective(1, r, r, 2, "ncclReduceScatter", 0x4d, 1 << 17, "f32", op="avg", alloc=buf)
+        t.write()
+
+
 ddp("ddp2")
 ddp("differ2", swap=(1, 5, 0xee))  # rank 1, call 6 (step 2, bucket B): another site
 ddp("twostreams2", streams=[0, 1, 0, 1])
@@ -114,3 +141,4 @@ ddp("incomplete", ranks=(0,))
 ddp("skew2", steps=40, prefix=(1, 13))  # ranks that disagree: warm-up ends at different calls
 sweep_one_process("sweep4")
 mixed("mixed2")
+colls("colls2")
