@@ -394,6 +394,13 @@ static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
 }
 
 /* What this communicator's plans are made with: the same on every rank. */
+/* The kernels' support, less the collectives this rank keeps on NCCL (params.colls_off). */
+static bool supports_here(int coll, int dtype, int op, void *ctx) {
+  const symmpin_agree *a = ctx;
+  if (coll >= 0 && coll < 32 && (a->p.colls_off >> coll & 1u)) return false;
+  return symmpin_agree_kernels.supports(coll, dtype, op, symmpin_agree_kernels.ctx);
+}
+
 static symmpin_plan_policy plan_policy(const symmpin_agree *a) {
   return (symmpin_plan_policy){
       .mode = a->p.mode,
@@ -401,8 +408,8 @@ static symmpin_plan_policy plan_policy(const symmpin_agree *a) {
       .capture_bytes = a->p.capture_bytes,
       .alignment = SYMMPIN_PLAN_ALIGNMENT,
       .slot_bytes = symmpin_agree_kernels.slot_bytes,
-      .supports = symmpin_agree_kernels.supports,
-      .ctx = symmpin_agree_kernels.ctx,
+      .supports = supports_here,
+      .ctx = (void *)a, /* supports_here's; the kernels' slot_bytes takes none */
       .nranks = a->p.nranks,
   };
 }

@@ -86,6 +86,10 @@ typedef struct symmpin_agree_params {
   /* SYMMPIN_GROUP_MAX_BYTES (0 = none): posted with the record; the plan takes the smallest any
    * rank posts (planner/plan.h group_max_bytes), so every rank applies the same one. */
   uint64_t group_max_bytes;
+  /* Bit c set: the collective c (common/types.h) is kept on NCCL (SYMMPIN_ALLGATHER=0, ...): the
+   * plans pin none of its sites. A rank-local setting: ranks that set it differently make
+   * different plans, whose digests differ, so that communicator stays on NCCL (never a hang). */
+  unsigned colls_off;
   uint64_t timeout_ms;  /* longest wait for a peer's post */
   const _Atomic int *aborting; /* may be NULL; nonzero: every wait gives up at once (abort) */
   symmpin_agree_ops ops;

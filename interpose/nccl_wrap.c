@@ -1,4 +1,5 @@
-/* The NCCL wrappers: communicators, groups, NCCL allocations and ncclAllReduce. NCCL is not
+/* The NCCL wrappers: communicators, groups, NCCL allocations and the collectives symmpin serves
+ * (ncclAllReduce, ncclAllGather, ncclReduceScatter). NCCL is not
  * linked: every real function is found at run time (real.h). This is also where the communicator
  * keys of docs/design.md "Identities" are derived from what the ranks share. */
 #include <nccl.h>
@@ -308,27 +309,67 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   return rc;
 }
 
+/* The collectives: one event for the three (the collective is part of the call), then NCCL's own
+ * call when symmpin did not take it. `count` is NCCL's count argument: the all-gather's sendcount,
+ * the reduce-scatter's recvcount. The stack hash is taken here, in the wrapper the program called
+ * (the caller's return address), so each wrapper fills its call itself. */
+#define SYMMPIN_COLLECTIVE_CALL(c, coll_, send_, recv_, count_, dtype_, op_, comm_, stream_)       \
+  symmpin_site_where where;                                                                        \
+  uint64_t stack = symmpin_callsite_stack_where(__builtin_return_address(0), &where);              \
+  symmpin_allreduce_call c = {                                                                     \
+      .send = (send_),                                                                             \
+      .recv = (recv_),                                                                             \
+      .count = (count_),                                                                           \
+      .dtype = (int)(dtype_),                                                                      \
+      .op = (int)(op_),                                                                            \
+      .coll = (coll_),                                                                             \
+      .comm = (comm_),                                                                             \
+      .stream = (void *)(stream_),                                                                 \
+      .stack = stack,                                                                              \
+      .where = where,                                                                              \
+  }
+
 SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                                           ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
                                           cudaStream_t stream) {
   SYMMPIN_WRAP_ENTER(ncclAllReduce, SYMMPIN_NCCL_MISSING,
                      (send, recv, count, dtype, op, comm, stream));
-  symmpin_site_where where;
-  uint64_t stack = symmpin_callsite_stack_where(__builtin_return_address(0), &where);
-  symmpin_allreduce_call c = {
-      .send = send,
-      .recv = recv,
-      .count = count,
-      .dtype = (int)dtype,
-      .op = (int)op,
-      .comm = comm,
-      .stream = (void *)stream,
-      .stack = stack,
-      .where = where,
-  };
+  SYMMPIN_COLLECTIVE_CALL(c, SYMMPIN_COLL_ALLREDUCE, send, recv, count, dtype, op, comm, stream);
   int rc;
   if (!symmpin_event_allreduce(&c, &rc)) {
     rc = real(send, recv, count, dtype, op, comm, stream);
+    symmpin_event_allreduce_result(&c, rc);
+  }
+  symmpin_guard_leave();
+  return (ncclResult_t)rc;
+}
+
+/* An all-gather has no op: its calls carry 0, so a shape is (count, datatype) alone. */
+SYMMPIN_EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount,
+                                          ncclDataType_t dtype, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  SYMMPIN_WRAP_ENTER(ncclAllGather, SYMMPIN_NCCL_MISSING,
+                     (send, recv, sendcount, dtype, comm, stream));
+  SYMMPIN_COLLECTIVE_CALL(c, SYMMPIN_COLL_ALLGATHER, send, recv, sendcount, dtype, 0, comm, stream);
+  int rc;
+  if (!symmpin_event_allreduce(&c, &rc)) {
+    rc = real(send, recv, sendcount, dtype, comm, stream);
+    symmpin_event_allreduce_result(&c, rc);
+  }
+  symmpin_guard_leave();
+  return (ncclResult_t)rc;
+}
+
+SYMMPIN_EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
+                                              ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
+                                              cudaStream_t stream) {
+  SYMMPIN_WRAP_ENTER(ncclReduceScatter, SYMMPIN_NCCL_MISSING,
+                     (send, recv, recvcount, dtype, op, comm, stream));
+  SYMMPIN_COLLECTIVE_CALL(c, SYMMPIN_COLL_REDUCESCATTER, send, recv, recvcount, dtype, op, comm,
+                          stream);
+  int rc;
+  if (!symmpin_event_allreduce(&c, &rc)) {
+    rc = real(send, recv, recvcount, dtype, op, comm, stream);
     symmpin_event_allreduce_result(&c, rc);
   }
   symmpin_guard_leave();

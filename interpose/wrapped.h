@@ -39,6 +39,8 @@
   X(NCCL, ncclGroupStart)                                                                          \
   X(NCCL, ncclGroupEnd)                                                                            \
   X(NCCL, ncclGroupSimulateEnd)                                                                    \
-  X(NCCL, ncclAllReduce)
+  X(NCCL, ncclAllReduce)                                                                           \
+  X(NCCL, ncclAllGather)                                                                           \
+  X(NCCL, ncclReduceScatter)
 
 #endif

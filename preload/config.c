@@ -85,6 +85,14 @@ static const symmpin_config_var vars[] = {
      "(the check ncclCommGetAsyncError makes), so that ranks blocked behind one are stopped even "
      "when the program polls nothing; 0: no thread (then only the program's calls check)",
      OFF(watch_ms), 0, 60000, NULL},
+    {"SYMMPIN_ALLGATHER", SYMMPIN_CONFIG_BOOL, "1",
+     "0 keeps every ncclAllGather on NCCL (statistics reason `off`); 1: symmpin serves them like "
+     "all-reduces",
+     OFF(allgather), 0, 0, NULL},
+    {"SYMMPIN_REDUCESCATTER", SYMMPIN_CONFIG_BOOL, "1",
+     "0 keeps every ncclReduceScatter on NCCL (statistics reason `off`); 1: symmpin serves them "
+     "like all-reduces",
+     OFF(reducescatter), 0, 0, NULL},
     {"SYMMPIN_MEASURE", SYMMPIN_CONFIG_BOOL, "0",
      "time sampled eager all-reduces with CUDA events (each site's first 8 calls on each path, "
      "then one in 16), on NCCL before a site is pinned and on symmpin after, for the "

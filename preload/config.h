@@ -40,6 +40,8 @@ typedef struct symmpin_config {
   uint64_t watch_ms;                         /* SYMMPIN_WATCH_MS: the watch thread, 0 = none */
   char test_fault[SYMMPIN_CONFIG_PATH_MAX];  /* SYMMPIN_TEST_FAULT: tests only, "" = none */
   bool test_one_rank;                        /* SYMMPIN_TEST_ONE_RANK: tests only */
+  bool allgather;                            /* SYMMPIN_ALLGATHER: 0 keeps them on NCCL */
+  bool reducescatter;                        /* SYMMPIN_REDUCESCATTER: 0 keeps them on NCCL */
 } symmpin_config;
 
 typedef enum symmpin_config_type {

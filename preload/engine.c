@@ -345,6 +345,8 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (cfg->choose == SYMMPIN_CHOOSE_MEASURE) {
     e->choice = symmpin_choice_new(); /* without memory: the static choice */
     if (e->choice) {
+  p.colls_off = (cfg->allgather ? 0u : 1u << SYMMPIN_COLL_ALLGATHER) |
+                (cfg->reducescatter ? 0u : 1u << SYMMPIN_COLL_REDUCESCATTER);
       p.ops.shape_times = op_shape_times;
       p.ops.group_times = op_group_times;
     }
@@ -433,6 +435,13 @@ static symmpin_reason reason_of(symmpin_plan_reason r) {
 static symmpin_reason stop_reason(symmpin_agree_stop s) {
   return s == SYMMPIN_AGREE_ERROR ? SYMMPIN_REASON_ERROR : SYMMPIN_REASON_COMM;
 }
+/* SYMMPIN_ALLGATHER=0 / SYMMPIN_REDUCESCATTER=0. */
+static bool coll_off(int coll) {
+  const symmpin_config *cfg = symmpin_config_get();
+  return (coll == SYMMPIN_COLL_ALLGATHER && !cfg->allgather) ||
+         (coll == SYMMPIN_COLL_REDUCESCATTER && !cfg->reducescatter);
+}
+
 
 /* The communicator's error state (comm.h async_error), entered once: `code` is what
  * ncclCommGetAsyncError and every later all-reduce report. Waiting kernels give up (their peers'
@@ -830,6 +839,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   /* A group partly captured is not what either path runs eagerly: no sample. */
   if (ec->capturing && ec->group_depth > 0 && ec->group_token == e->grp.token)
     e->grp.untimed = true;
+    /* Not pinned because the user keeps this collective on NCCL: say so. */
+    if (*reason == SYMMPIN_REASON_TYPE_OP && coll_off(a->coll)) *reason = SYMMPIN_REASON_OFF;
   if (*reason == SYMMPIN_REASON_NONE && measuring &&
       (as_group ? e->grp.probe : symmpin_choice_probe(e->choice, &shape)))
     *reason = SYMMPIN_REASON_PROBE;

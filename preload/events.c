@@ -584,7 +584,7 @@ static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_p
   const symmpin_allreduce_call *c = p->call;
   symmpin_comm *cm = p->comm;
   if (cm && cm->stats)
-    symmpin_stats_record_at(cm->stats, p->ec.site, &c->where, c->count, c->dtype, c->op,
+    symmpin_stats_record_at(cm->stats, p->ec.site, &c->where, c->coll, c->count, c->dtype, c->op,
                             p->reason);
   if (!symmpin_tracefile_on()) return;
   symmpin_trace_event ev;

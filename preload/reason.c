@@ -15,6 +15,7 @@ static const char *const names[SYMMPIN_REASON_COUNT] = {
     [SYMMPIN_REASON_PROBE] = "probe",
     [SYMMPIN_REASON_GROUP] = "group",
     [SYMMPIN_REASON_GROUP_MEASURED] = "group_measured",
+    [SYMMPIN_REASON_OFF] = "off",
 };
 
 const char *symmpin_reason_name(symmpin_reason r) {

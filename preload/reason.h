@@ -1,4 +1,4 @@
-/* Why an all-reduce went to NCCL: the engine's answer, counted per site in the statistics and
+/* Why a collective call went to NCCL: the engine's answer, counted per site in the statistics and
  * written in traces. Plain C, apart from the engine so that statistics need no GPU side. */
 #ifndef SYMMPIN_PRELOAD_REASON_H
 #define SYMMPIN_PRELOAD_REASON_H
@@ -22,7 +22,9 @@ typedef enum symmpin_reason {
   SYMMPIN_REASON_GROUP = 12,    /* inside ncclGroupStart/End, above SYMMPIN_GROUP_MAX_BYTES */
   SYMMPIN_REASON_GROUP_MEASURED = 13, /* inside a group, and this shape's groups ran faster on
                                          NCCL, measured on every rank */
-  SYMMPIN_REASON_COUNT = 14,
+  SYMMPIN_REASON_OFF = 14,            /* a collective the user keeps on NCCL (SYMMPIN_ALLGATHER=0,
+                                         SYMMPIN_REDUCESCATTER=0) */
+  SYMMPIN_REASON_COUNT = 15,
 } symmpin_reason;
 
 const char *symmpin_reason_name(symmpin_reason r);

@@ -90,13 +90,13 @@ static void site_where_keep(stats_site *s, const symmpin_site_where *w) {
                                     .offset = w->offset};
 }
 
-void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
-                          symmpin_reason reason) {
-  symmpin_stats_record_at(sc, site, NULL, count, dtype, op, reason);
+void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, int coll, uint64_t count,
+                          int dtype, int op, symmpin_reason reason) {
+  symmpin_stats_record_at(sc, site, NULL, coll, count, dtype, op, reason);
 }
 
 void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpin_site_where *where,
-                             uint64_t count, int dtype, int op, symmpin_reason reason) {
+                             int coll, uint64_t count, int dtype, int op, symmpin_reason reason) {
   if (!sc) return;
   pthread_mutex_lock(&sc->lock);
   stats_site *s = site_get(sc, site);
@@ -105,6 +105,7 @@ void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpi
     s->v.count = count;
     s->v.dtype = dtype;
     s->v.op = op;
+    s->v.coll = coll;
     s->v.calls++;
     s->v.bytes += count * symmpin_dtype_size(dtype);
     if (reason == SYMMPIN_REASON_NONE)
@@ -248,16 +249,19 @@ void symmpin_stats_print(FILE *f) {
       fprintf(f, "; capture arena %" PRIu64 " B of it, %" PRIu64 " B used", c->capture_bytes,
               c->capture_used_bytes);
     if (c->nccl_only) fprintf(f, "; NCCL only: %s", c->nccl_only);
-    fprintf(f, "\n  %-18s %10s %-5s %-4s %10s %14s %10s %10s %22s  %s\n", "site", "count", "type",
-            "op", "calls", "bytes", "symmpin", "nccl", "slot (offset+bytes)", "nccl reasons");
+    fprintf(f, "\n  %-18s %-13s %10s %-5s %-4s %10s %14s %10s %10s %22s  %s\n", "site",
+            "collective", "count", "type", "op", "calls", "bytes", "symmpin", "nccl",
+            "slot (offset+bytes)", "nccl reasons");
     for (stats_site *s = c->sites; s; s = s->hh.next) {
       char slot[48] = "-";
       if (s->v.has_slot)
         snprintf(slot, sizeof slot, "%" PRIu64 "+%" PRIu64, s->v.slot_offset, s->v.slot_bytes);
-      fprintf(f, "  0x%016" PRIx64 " %10" PRIu64 " %-5s %-4s %10" PRIu64 " %14" PRIu64
-                 " %10" PRIu64 " %10" PRIu64 " %22s ",
-              s->site, s->v.count, symmpin_dtype_name(s->v.dtype), symmpin_op_name(s->v.op),
-              s->v.calls, s->v.bytes, s->v.redirected, s->v.nccl, slot);
+      fprintf(f,
+              "  0x%016" PRIx64 " %-13s %10" PRIu64 " %-5s %-4s %10" PRIu64 " %14" PRIu64
+              " %10" PRIu64 " %10" PRIu64 " %22s ",
+              s->site, symmpin_coll_name(s->v.coll), s->v.count, symmpin_dtype_name(s->v.dtype),
+              s->v.coll == SYMMPIN_COLL_ALLGATHER ? "-" : symmpin_op_name(s->v.op), s->v.calls,
+              s->v.bytes, s->v.redirected, s->v.nccl, slot);
       for (int r = 1; r < SYMMPIN_REASON_COUNT; r++)
         if (s->v.reasons[r])
           fprintf(f, " %s=%" PRIu64, symmpin_reason_name((symmpin_reason)r), s->v.reasons[r]);
@@ -307,11 +311,13 @@ void symmpin_stats_write_json(FILE *f) {
     }
     fprintf(f, ", \"sites\": [");
     for (stats_site *s = c->sites; s; s = s->hh.next) {
-      fprintf(f, "%s\n    {\"site\": \"0x%016" PRIx64 "\", \"count\": %" PRIu64
-                 ", \"dtype\": \"%s\", \"op\": \"%s\", \"calls\": %" PRIu64 ", \"bytes\": %" PRIu64
-                 ", \"redirected\": %" PRIu64 ", \"nccl\": %" PRIu64 ", \"reasons\": {",
-              s == c->sites ? "" : ",", s->site, s->v.count, symmpin_dtype_name(s->v.dtype),
-              symmpin_op_name(s->v.op), s->v.calls, s->v.bytes, s->v.redirected, s->v.nccl);
+      fprintf(f,
+              "%s\n    {\"site\": \"0x%016" PRIx64 "\", \"coll\": \"%s\", \"count\": %" PRIu64
+              ", \"dtype\": \"%s\", \"op\": \"%s\", \"calls\": %" PRIu64 ", \"bytes\": %" PRIu64
+              ", \"redirected\": %" PRIu64 ", \"nccl\": %" PRIu64 ", \"reasons\": {",
+              s == c->sites ? "" : ",", s->site, symmpin_coll_name(s->v.coll), s->v.count,
+              symmpin_dtype_name(s->v.dtype), symmpin_op_name(s->v.op), s->v.calls, s->v.bytes,
+              s->v.redirected, s->v.nccl);
       bool first = true;
       for (int r = 1; r < SYMMPIN_REASON_COUNT; r++)
         if (s->v.reasons[r]) {

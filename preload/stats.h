@@ -25,13 +25,14 @@ void symmpin_stats_comm_set_rank(symmpin_stats_comm *sc, int rank, int nranks);
  * (SYMMPIN_STATS) and written as "nccl_only" (SYMMPIN_STATS_FILE). */
 void symmpin_stats_comm_set_nccl_only(symmpin_stats_comm *sc, const char *why);
 
-/* One all-reduce at `site`: taken by symmpin (reason == SYMMPIN_REASON_NONE) or by NCCL. */
-void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, uint64_t count, int dtype, int op,
-                          symmpin_reason reason);
+/* One collective call at `site` (coll: common/types.h): taken by symmpin (reason ==
+ * SYMMPIN_REASON_NONE) or by NCCL. */
+void symmpin_stats_record(symmpin_stats_comm *sc, uint64_t site, int coll, uint64_t count,
+                          int dtype, int op, symmpin_reason reason);
 /* The same, with where the site is in the program (NULL or unknown: not known). The first known
  * location of a site is copied and kept (the strings need not outlive the call). */
 void symmpin_stats_record_at(symmpin_stats_comm *sc, uint64_t site, const symmpin_site_where *where,
-                             uint64_t count, int dtype, int op, symmpin_reason reason);
+                             int coll, uint64_t count, int dtype, int op, symmpin_reason reason);
 
 /* One timed call at `site` (the engine's sampled CUDA-event timing, SYMMPIN_MEASURE): `us` on
  * symmpin's kernel (redirected) or on NCCL. */
@@ -59,6 +60,7 @@ void symmpin_stats_set_capture(symmpin_comm *c, uint64_t arena_bytes, uint64_t u
 typedef struct symmpin_stats_site_view {
   uint64_t count;
   int dtype, op;
+  int coll;
   uint64_t calls, bytes, redirected, nccl;
   uint64_t reasons[SYMMPIN_REASON_COUNT];
   bool has_slot;

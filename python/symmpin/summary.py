@@ -32,7 +32,8 @@ def _add_reasons(into, reasons):
 
 def _new_comm():
     return {"ranks": set(), "calls": 0, "redirected": 0, "reasons": {}, "pool": 0, "dedicated": 0,
-            "arena": 0, "arena_used": 0, "sites": {}, "saved_us": None, "timed_sites": set()}
+            "arena": 0, "arena_used": 0, "sites": {}, "saved_us": None, "timed_sites": set(),
+            "colls": {}}
 
 
 def _saved_us(site):
@@ -64,6 +65,10 @@ def merge(docs):
             for s in c.get("sites", []):
                 m["calls"] += s.get("calls", 0)
                 m["redirected"] += s.get("redirected", 0)
+                # statistics of before the other collectives have no "coll": all-reduces
+                per = m["colls"].setdefault(s.get("coll", "allreduce"), [0, 0])
+                per[0] += s.get("calls", 0)
+                per[1] += s.get("redirected", 0)
                 _add_reasons(m["reasons"], s.get("reasons"))
                 ps = m["sites"].setdefault(s.get("site"), {"calls": 0, "redirected": 0,
                                                            "reasons": {}, "where": None})
@@ -95,8 +100,16 @@ def _where(w):
 def _comm_lines(ordinal, nranks, m):
     ranks = ",".join(str(r) for r in sorted(x for x in m["ranks"] if x is not None))
     share = 100.0 * m["redirected"] / m["calls"] if m["calls"] else 0.0
+    colls = m.get("colls") or {}
+    if set(colls) <= {"allreduce"}:
+        what = "all-reduces"
+    else:  # one count per collective, in the library's order
+        order = ["allreduce", "allgather", "reducescatter"]
+        parts = [f"{k} {colls[k][1]}/{colls[k][0]}" for k in sorted(
+            colls, key=lambda k: order.index(k) if k in order else len(order))]
+        what = f"collective calls ({', '.join(parts)})"
     out = [f"symmpin: communicator {ordinal} ({nranks} ranks; seen: {ranks}): "
-           f"{m['redirected']} of {m['calls']} all-reduces on symmpin ({share:.0f}%), "
+           f"{m['redirected']} of {m['calls']} {what} on symmpin ({share:.0f}%), "
            f"{len(m['sites'])} call site(s)"]
     if m["reasons"]:
         out.append(f"symmpin:   to NCCL: {_by_count(m['reasons'])}")

@@ -272,6 +272,51 @@ ncclResult_t ncclMemFree(void *ptr) {
   return ncclSuccess;
 }
 
+/* FAKE all-gather and reduce-scatter, as if every rank sent what this one sends (the FAKE
+ * all-reduce's rule): the gather repeats the chunk nranks times; the scatter of float/int32 sums
+ * to n x this rank's chunk `rank`, other types copy it. Counted like the real calls. */
+static size_t fake_elem(ncclDataType_t dtype) {
+  return dtype == ncclFloat64 || dtype == ncclInt64 || dtype == ncclUint64 ? 8
+         : dtype == ncclFloat16 || dtype == ncclBfloat16                   ? 2
+         : dtype == ncclInt8 || dtype == ncclUint8                         ? 1
+                                                                           : 4;
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t dtype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  int rc = fake_enter(&counters, "ncclAllGather");
+  if (rc) return (ncclResult_t)rc;
+  if (!valid(comm) || comm->finalized) return ncclInvalidArgument;
+  if (comm->revoked || comm->suspended) return ncclInvalidUsage;
+  if (!send || !recv) return ncclInvalidArgument;
+  size_t b = count * fake_elem(dtype);
+  for (int r = 0; r < comm->nranks; r++)
+    if ((const char *)recv + r * b != send) memmove((char *)recv + r * b, send, b);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t dtype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  int rc = fake_enter(&counters, "ncclReduceScatter");
+  if (rc) return (ncclResult_t)rc;
+  if (!valid(comm) || comm->finalized) return ncclInvalidArgument;
+  if (comm->revoked || comm->suspended) return ncclInvalidUsage;
+  if (!send || !recv) return ncclInvalidArgument;
+  int n = comm->nranks, me = comm->rank < 0 ? 0 : comm->rank;
+  size_t b = count * fake_elem(dtype);
+  const char *mine = (const char *)send + (size_t)me * b;
+  if (op == ncclSum && dtype == ncclFloat32) {
+    for (size_t i = 0; i < count; i++) ((float *)recv)[i] = ((const float *)mine)[i] * (float)n;
+  } else if (op == ncclSum && dtype == ncclInt32) {
+    for (size_t i = 0; i < count; i++) ((int32_t *)recv)[i] = ((const int32_t *)mine)[i] * n;
+  } else if (mine != recv) {
+    memmove(recv, mine, b);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t dtype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;

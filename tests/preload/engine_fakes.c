@@ -429,7 +429,9 @@ symmpin_status symmpin_kernel_launch(const symmpin_kernel_call *call, void *stre
   log_op(op_here((fake_op){.kind = FAKE_LAUNCH,
                            .stream = stream,
                            .offset = (int64_t)(slot - my_base),
-                           .count = call->count}));
+                           .count = call->count,
+                           .coll = call->coll,
+                           .slot_bytes = call->slot_bytes}));
   launches_here++;
   return SYMMPIN_OK;
 }
@@ -448,7 +450,8 @@ symmpin_status symmpin_kernel_launch_group(const symmpin_kernel_call *calls, int
       (fake_op){.kind = FAKE_GROUP,
                 .stream = stream,
                 .offset = (int64_t)((const unsigned char *)calls[0].slot[calls[0].rank] - my_base),
-                .count = (size_t)n}));
+                .count = (size_t)n,
+                .coll = calls[0].coll}));
   launches_here++;
   group_launches_here++;
   return SYMMPIN_OK;

@@ -33,6 +33,8 @@ typedef struct fake_op {
   void *event;     /* RECORD, WAIT */
   int64_t offset;  /* LAUNCH: the slot's offset in this rank's pool; GROUP: the first call's */
   size_t count;    /* LAUNCH; GROUP: the calls in the launch */
+  int coll;        /* LAUNCH: the call's collective (common/types.h); GROUP: the first call's */
+  size_t slot_bytes; /* LAUNCH: the slot's size the call was given */
   int device;      /* the device of the context current when it was enqueued */
   int primary;     /* that context was the device's primary context (1) or the program's own (0) */
 } fake_op;

@@ -43,6 +43,7 @@ typedef struct spec {
   bool other_thread; /* made from another thread of the rank's process */
   int group;         /* nonzero: inside ncclGroupStart/End; consecutive calls with one id are one
                         group, whose end follows its last call */
+  int coll;          /* common/types.h: 0 all-reduce (the default), all-gather, reduce-scatter */
 } spec;
 
 /* What the engine did with it. */
@@ -55,6 +56,8 @@ typedef struct outcome {
   int group_calls;       /* the calls in the last group launch logged, 0 if none */
   int launches, waits, records; /* all of them (ops holds the first 15) */
   int64_t offset;        /* the launch's slot offset, -1 if none */
+  int coll;              /* the launch's collective */
+  size_t slot_bytes;     /* the launch's slot size */
   void *launch_stream;
   int off_device;  /* launches, records and waits made without the communicator's device's
                       primary context current */
@@ -98,6 +101,7 @@ static void config(void) {
   /* The tests below check launches and their order under the static choice; the choice by
    * measurement (which sends some calls to NCCL to time them) has its own test. */
   cfg.choose = SYMMPIN_CHOOSE_STATIC;
+  cfg.allgather = cfg.reducescatter = true; /* the defaults */
   symmpin_config_set_for_tests(&cfg);
 }
 
@@ -147,6 +151,8 @@ static void note(outcome *o, int rank) {
     if (ops[i].kind == FAKE_GROUP) o->group_calls = (int)ops[i].count;
     if (ops[i].kind == FAKE_LAUNCH) {
       o->offset = ops[i].offset;
+      o->coll = ops[i].coll;
+      o->slot_bytes = ops[i].slot_bytes;
       o->launch_stream = ops[i].stream;
     }
   }
@@ -166,8 +172,15 @@ static void *make_call(void *arg) {
   symmpin_comm *c = ca->c;
   const spec *s = &W.script[ca->rank][ca->i];
   static int buf[1];
-  symmpin_allreduce_call a = {.send = buf, .recv = buf, .count = s->count, .dtype = SYMMPIN_FLOAT32,
-                              .op = SYMMPIN_SUM, .comm = c->handle, .stream = s->stream};
+  /* The all-gather carries op 0, as the wrapper passes it. */
+  symmpin_allreduce_call a = {.send = buf,
+                              .recv = buf,
+                              .count = s->count,
+                              .dtype = SYMMPIN_FLOAT32,
+                              .op = s->coll == SYMMPIN_COLL_ALLGATHER ? 0 : SYMMPIN_SUM,
+                              .coll = s->coll,
+                              .comm = c->handle,
+                              .stream = s->stream};
   if (s->fail_launch) fake_fail_next_launch();
   pthread_mutex_lock(&c->lock);
   c->allreduces++;
@@ -1020,4 +1033,66 @@ Test(engine, an_aborted_communicators_pool_is_freed_once_its_kernels_gave_up) {
   symmpin_keep_drain();
   cr_expect_eq(fake_pools_live(), 0, "an aborted communicator's pool is kept");
   cr_expect_eq(symmpin_errrec_free_count(), RANKS, "an aborted communicator's record is kept");
+}
+
+/* ---- the collectives (common/types.h) ---- */
+
+/* A step of an all-gather, an all-reduce and a reduce-scatter of one count: each is pinned as its
+ * own shape, redirected on every rank alike with its collective, in a slot of the size the
+ * kernels give it (copy-class and LL-class slots never shared by classes apart). */
+Test(engine, all_gathers_and_reduce_scatters_are_redirected_in_slots_of_their_own) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) {
+      int coll = (int)(i % 3); /* 0, 1, 2: all-reduce, all-gather, reduce-scatter */
+      W.script[k][i] =
+          (spec){.site = 0xA0 + (uint64_t)coll, .count = 4096, .stream = S0, .coll = coll};
+    }
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64, "redirected from call %zu", go + 1);
+  int64_t off[3] = {-1, -1, -1};
+  for (size_t i = go; i < W.ncalls; i++) {
+    int coll = (int)(i % 3);
+    for (int k = 0; k < RANKS; k++) {
+      const outcome *o = &W.out[k][i];
+      cr_assert(o->taken && o->rc == 0, "call %zu rank %d (%s): reason %s", i + 1, k,
+                symmpin_coll_name(coll), symmpin_reason_name(o->reason));
+      cr_assert_eq(o->coll, coll, "call %zu: launched as %s", i + 1, symmpin_coll_name(o->coll));
+      cr_assert_geq(o->slot_bytes, symmpin_kernel_slot_bytes(coll, 4096, SYMMPIN_FLOAT32, RANKS,
+                                                             SYMMPIN_INPUT_STAGED));
+      cr_assert_eq(o->offset, W.out[0][i].offset, "call %zu: the same slot on every rank", i + 1);
+    }
+    if (off[coll] < 0) off[coll] = W.out[0][i].offset;
+    cr_assert_eq(W.out[0][i].offset, off[coll], "a shape keeps its slot");
+  }
+}
+
+/* SYMMPIN_ALLGATHER=0 on every rank: the all-gathers stay on NCCL (reason off), the all-reduces
+ * and reduce-scatters are redirected as before. */
+Test(engine, symmpin_allgather_0_keeps_all_gathers_on_nccl) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) {
+      int coll = (int)(i % 3);
+      W.script[k][i] =
+          (spec){.site = 0xA0 + (uint64_t)coll, .count = 4096, .stream = S0, .coll = coll};
+    }
+  static symmpin_config cfg;
+  cfg = *symmpin_config_get();
+  cfg.allgather = false;
+  cfg.reducescatter = true;
+  symmpin_config_set_for_tests(&cfg);
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64);
+  for (size_t i = go + 3; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++) {
+      const outcome *o = &W.out[k][i];
+      if (i % 3 == SYMMPIN_COLL_ALLGATHER)
+        cr_assert(!o->taken && o->reason == SYMMPIN_REASON_OFF, "call %zu rank %d: %s", i + 1, k,
+                  symmpin_reason_name(o->reason));
+      else
+        cr_assert(o->taken, "call %zu rank %d", i + 1, k);
+    }
 }

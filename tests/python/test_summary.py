@@ -35,6 +35,19 @@ class Summary(unittest.TestCase):
                                  "all-reduces on symmpin (74%), 3 call site(s)")
         self.assertEqual(out[1], "symmpin:   to NCCL: warmup 14")
 
+    def test_each_collective_counted_where_there_are_others(self):
+        doc = rank_doc(0)
+        sites = doc["comms"][0]["sites"]
+        sites[0]["coll"] = "allreduce"
+        sites[1]["coll"] = "allgather"
+        sites[2]["coll"] = "reducescatter"
+        sites[2]["reasons"] = {"off": 3}
+        out = summary.lines(summary.merge([doc]))
+        self.assertEqual(out[0], "symmpin: communicator 0 (2 ranks; seen: 0): 20 of 27 collective "
+                                 "calls (allreduce 10/12, allgather 10/12, reducescatter 0/3) on "
+                                 "symmpin (74%), 3 call site(s)")
+        self.assertEqual(out[1], "symmpin:   to NCCL: warmup 4, off 3")
+
     def test_time_saved_counts_only_sites_timed_often_enough(self):
         text = "\n".join(summary.lines(summary.merge([rank_doc(0), rank_doc(1)])))
         self.assertIn("time saved: about 0.060 ms per rank (measured on 1 of 3 site(s)", text)
