@@ -2,11 +2,13 @@
 """The GPU suite's checks on what symmpin wrote: its statistics (SYMMPIN_STATS_FILE, JSON, one
 file per process) and its traces (SYMMPIN_TRACE, docs/trace-format.md).
 
-  suite_stats.py redirected [--nranks N] [--count K] [--want positive|zero] [--same] FILE...
+  suite_stats.py redirected [--nranks N] [--count K] [--want positive|zero] [--same]
+                            [--coll allreduce|allgather|reducescatter] FILE...
       per communicator of N ranks (default: every one) in each file: the calls redirected and
       sent to NCCL; --count: exactly K such communicators must be there; --want positive (the
       default): every one redirected some calls; zero: none did (and NCCL's reason names the
-      communicator, "comm"); some: at least one did; --same: every one redirected as many calls.
+      communicator, "comm"); some: at least one did; --same: every one redirected as many calls;
+      --coll: that collective's sites only (statistics without "coll" hold all-reduces).
   suite_stats.py captured FILE...
       symmpin-trust --scenario graphs: the captured calls (the shapes only the graphs use) are
       all redirected, 7 per rank, none to NCCL.
@@ -39,14 +41,17 @@ def cmd_redirected(a):
         for c in comms_of(path):
             if a.nranks and c["nranks"] != a.nranks:
                 continue
-            red = sum(s.get("redirected", 0) for s in c["sites"])
-            nccl = sum(s.get("nccl", 0) for s in c["sites"])
+            sites = [s for s in c["sites"]
+                     if not a.coll or s.get("coll", "allreduce") == a.coll]
+            red = sum(s.get("redirected", 0) for s in sites)
+            nccl = sum(s.get("nccl", 0) for s in sites)
             if red + nccl == 0:  # a communicator that made no all-reduce (a parent of splits)
                 continue
-            comm_reason = sum(s.get("reasons", {}).get("comm", 0) for s in c["sites"])
+            comm_reason = sum(s.get("reasons", {}).get("comm", 0) for s in sites)
             rows.append((path, c["rank"], c["nranks"], red, nccl, comm_reason))
     for path, rank, n, red, nccl, why in rows:
-        print(f"= rank {rank}/{n} ({path.rsplit('/', 1)[-1]}): redirected {red}, NCCL {nccl}"
+        what = f"{a.coll} " if a.coll else ""
+        print(f"= rank {rank}/{n} ({path.rsplit('/', 1)[-1]}): {what}redirected {red}, NCCL {nccl}"
               f" (communicator not eligible: {why})")
     ok = bool(rows)
     if a.count is not None and len(rows) != a.count:
@@ -166,6 +171,7 @@ def main(argv):
     r.add_argument("--count", type=int)
     r.add_argument("--want", choices=("positive", "some", "zero"), default="positive")
     r.add_argument("--same", action="store_true")
+    r.add_argument("--coll", choices=("allreduce", "allgather", "reducescatter"))
     r.add_argument("files", nargs="+")
     c = sub.add_parser("captured")
     c.add_argument("files", nargs="+")

@@ -57,6 +57,19 @@ s_app() { # our NCCL program, every datatype and op, at each rank count
   done
   return $rc
 }
+s_colls() { # our NCCL program with all-gathers and reduce-scatters too (every datatype and op, in
+  # place and not), at each rank count: exact results, checksums equal to NCCL alone's, and calls
+  # of each collective redirected
+  local n rc=0 coll
+  for n in $APP_RANK_COUNTS; do
+    echo "== $n ranks"
+    compare_runs "colls-$n" '^RESULT|symmpin-app:' "$n" 0 "$APP" --mode procs --ranks "$n" --colls || rc=1
+    for coll in allreduce allgather reducescatter; do
+      stats_check redirected --coll "$coll" --count "$n" "$OUT/logs/colls-$n".stats.*.json || rc=1
+    done
+  done
+  return $rc
+}
 s_app_threads() { # ranks as threads of one process, and one thread driving every rank
   needs_two_gpus "one process has one NCCL host id, and NCCL takes one rank per GPU of a host" || return 77
   local n=$((NGPU < 8 ? NGPU : 8)) mode

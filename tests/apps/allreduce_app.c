@@ -22,6 +22,10 @@
  * places them), so a job spanning hosts runs its per-host communicators too.
  * --group-simulate: half-way, one all-reduce inside a group ended by ncclGroupSimulateEnd (NCCL
  * 2.22+: it runs nothing): its output must stay untouched, and every later call stays exact.
+ * --colls: every iteration also makes all-gathers (every datatype) and reduce-scatters (every
+ * datatype and op) of the same sizes, in place (NCCL's forms) and not: all-gather outputs are
+ * every rank's input at its place, checked exactly (any rank can compute a peer's input), and
+ * reduce-scatter outputs exactly like the all-reduce's.
  * --bench times bf16 sums of 1 KiB .. 1 MiB, eager and replayed from a CUDA graph.
  * In procs mode ranks are processes (tests/apps/launch.h: bounded waits, the suite's rank wrapper),
  * rank r on GPU r % GPUs: several ranks may share a GPU where NCCL is given a host id per rank.
@@ -58,6 +62,7 @@ _Static_assert((int)ncclNumTypes == (int)SYMMPIN_DTYPE_COUNT &&
 enum buf_kind { BUF_ARENA, BUF_ASYNC, BUF_NCCLMEM, BUF_KINDS };
 
 typedef struct app_op {
+  int coll; /* 0 ncclAllReduce, 1 ncclAllGather, 2 ncclReduceScatter (common/types.h) */
   int dtype, op;
   size_t count;
   int kind;
@@ -70,7 +75,8 @@ static const int nops = SYMMPIN_OP_COUNT;        /* ncclSum .. ncclAvg */
 static const size_t sizes[] = {1, 7, 33, 255, 1024, 4097, 16384, 65536};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-static app_op ops[128];
+static app_op ops[256];
+static int g_nranks = 1; /* the world's ranks, for the buffers' sizes (--colls) */
 static int nops_total;
 
 static struct {
@@ -78,7 +84,7 @@ static struct {
   int nranks, iters;
   int split_hosts;  /* --split-hosts K: then the checks on a per-host split, 0 = none */
   long straggle_ms; /* --straggle: rank 0 sleeps this long before one all-reduce mid-run */
-  bool diverge, bench, quiet, two_streams, group_simulate;
+  bool diverge, bench, quiet, two_streams, group_simulate, colls;
 } opt = {.mode = "procs", .iters = 6};
 
 static double now_ms(void) {
@@ -94,18 +100,31 @@ static void build_ops(void) {
    * pass), so a communicator of one rank (--ranks 1, or --split-hosts as many as the ranks) gets
    * an fp8 sum there instead. */
   bool one_rank = (opt.split_hosts ? opt.nranks / opt.split_hosts : opt.nranks) == 1;
+  g_nranks = opt.nranks; /* --colls takes no --split-hosts: the world's ranks */
   int k = 0;
   for (int dt = 0; dt < ndtypes; dt++)
     for (int op = 0; op < nops; op++, k++) {
       bool fp8 = dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2;
       int o = one_rank && fp8 && op == ncclAvg ? ncclSum : op;
-      ops[k] =
-          (app_op){dt, o, sizes[k % NSIZES], k % BUF_KINDS, (k / BUF_KINDS) % 2 == 1, k % 7 == 3};
+      ops[k] = (app_op){
+          0, dt, o, sizes[k % NSIZES], k % BUF_KINDS, (k / BUF_KINDS) % 2 == 1, k % 7 == 3};
       size_t es = symmpin_test_dtype_size(dt);
       if (ops[k].count * es > 65536) ops[k].count = 65536 / es;
     }
   /* Larger than symmpin's default SYMMPIN_MAX_BYTES (1 MiB): NCCL must keep it. */
-  ops[k++] = (app_op){ncclFloat32, ncclSum, (4u << 20) / 4, BUF_ARENA, false, false};
+  ops[k++] = (app_op){0, ncclFloat32, ncclSum, (4u << 20) / 4, BUF_ARENA, false, false};
+  /* The other collectives: an all-gather per datatype and a reduce-scatter per datatype and op,
+   * NCCL's count (the chunk) cycling through the sizes, buffers and in-place forms. */
+  for (int dt = 0; opt.colls && dt < ndtypes; dt++)
+    for (int op = -1; op < nops; op++, k++) {
+      bool fp8 = dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2;
+      int coll = op < 0 ? 1 : 2;
+      int o = op < 0 ? 0 : one_rank && fp8 && op == ncclAvg ? ncclSum : op;
+      ops[k] =
+          (app_op){coll, dt, o, sizes[(k * 3) % NSIZES], k % BUF_KINDS, (k / 2) % 2 == 1, false};
+      size_t es = symmpin_test_dtype_size(dt);
+      if (ops[k].count * es > 16384) ops[k].count = 16384 / es;
+    }
   nops_total = k;
 }
 
@@ -137,9 +156,12 @@ static uint64_t input_hash(int rank, int iter, int opi, size_t i) {
                             ((uint64_t)rank << 36) ^ i ^ 0x5eed);
 }
 
+static size_t send_bytes(const app_op *o);
+
+/* A rank's send buffer: element i of it (the reduce-scatter's n chunks are one index range). */
 static void fill_input(void *host, const app_op *o, int rank, int iter, int opi) {
   size_t es = symmpin_test_dtype_size(o->dtype);
-  for (size_t i = 0; i < o->count; i++) {
+  for (size_t i = 0; i < send_bytes(o) / es; i++) {
     uint64_t h = input_hash(rank, iter, opi, i);
     symmpin_test_encode(o->dtype, float_value(o->dtype, o->op, h), int_value(o->dtype, o->op, h),
                         (char *)host + i * es);
@@ -193,6 +215,17 @@ static bool check_element(const app_op *o, int nranks, int iter, int opi, size_t
   return fabs(g - acc) <= tol * fmax(1.0, fabs(acc));
 }
 
+/* Element j of an all-gather's output: element j % count of rank j / count's input, exactly. */
+static bool gathered_element(const app_op *o, int iter, int opi, size_t j, const void *got) {
+  size_t es = symmpin_test_dtype_size(o->dtype);
+  int q = (int)(j / o->count);
+  uint64_t h = input_hash(q, iter, opi, j % o->count);
+  unsigned char want[8];
+  symmpin_test_encode(o->dtype, float_value(o->dtype, o->op, h), int_value(o->dtype, o->op, h),
+                      want);
+  return memcmp(want, got, es) == 0;
+}
+
 /* ---- one rank ---- */
 
 typedef struct rank_ctx {
@@ -202,7 +235,7 @@ typedef struct rank_ctx {
   cudaStream_t main_stream, side_stream;
   char *arena;
   size_t arena_bytes, max_op_bytes;
-  void *bufs[128][2]; /* async / ncclMem buffers per op: send, recv */
+  void *bufs[256][2]; /* async / ncclMem buffers per op: send, recv (as many as ops[]) */
   void *host_in, *host_out;
   void *host_in_side; /* the side stream's input staging: both streams copy in at once */
   uint64_t checksum;  /* every output but avg's */
@@ -213,7 +246,16 @@ typedef struct rank_ctx {
   void *sim_send, *sim_recv; /* --group-simulate's buffers */
 } rank_ctx;
 
-static size_t op_bytes(const app_op *o) { return o->count * symmpin_test_dtype_size(o->dtype); }
+/* NCCL's count is the chunk: the all-gather's recv and the reduce-scatter's send hold nranks. */
+static size_t send_bytes(const app_op *o) {
+  return o->count * symmpin_test_dtype_size(o->dtype) * (o->coll == 2 ? (size_t)g_nranks : 1);
+}
+static size_t recv_bytes(const app_op *o) {
+  return o->count * symmpin_test_dtype_size(o->dtype) * (o->coll == 1 ? (size_t)g_nranks : 1);
+}
+static size_t op_bytes(const app_op *o) {
+  return send_bytes(o) > recv_bytes(o) ? send_bytes(o) : recv_bytes(o);
+}
 static const app_op *simulated_op(void);
 
 static void rank_setup(rank_ctx *c) {
@@ -282,7 +324,15 @@ static void op_buffers(rank_ctx *c, int k, int iter, void **send, void **recv) {
     *send = c->bufs[k][0];
     *recv = c->bufs[k][1];
   }
-  if (o->inplace) *recv = *send;
+  /* In place, as NCCL's: the all-gather sends its chunk of recv, the reduce-scatter receives
+   * into its chunk of send. */
+  size_t chunk = o->count * es * (size_t)c->rank;
+  if (o->inplace && o->coll == 1)
+    *send = (char *)*recv + chunk;
+  else if (o->inplace && o->coll == 2)
+    *recv = (char *)*send + chunk;
+  else if (o->inplace)
+    *recv = *send;
 }
 
 /* Distinct call sites (no inlining, no tail calls: see meson's -fno-optimize-sibling-calls). */
@@ -308,9 +358,11 @@ static void op_start(rank_ctx *c, int k, int iter) {
   SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
   void *staging = c->stream == c->side_stream ? c->host_in_side : c->host_in;
   fill_input(staging, o, c->rank, iter, k);
-  SYMMPIN_TEST_CUDA(cudaMemcpyAsync(send, staging, op_bytes(o), cudaMemcpyHostToDevice, c->stream));
-  if (!o->inplace) /* poison */
-    SYMMPIN_TEST_CUDA(cudaMemsetAsync(recv, 0xA5, op_bytes(o), c->stream));
+  /* poison first (the in-place all-gather's send lies inside recv) */
+  if (!o->inplace || o->coll == 1)
+    SYMMPIN_TEST_CUDA(cudaMemsetAsync(recv, 0xA5, recv_bytes(o), c->stream));
+  SYMMPIN_TEST_CUDA(
+      cudaMemcpyAsync(send, staging, send_bytes(o), cudaMemcpyHostToDevice, c->stream));
 }
 
 static void op_call(rank_ctx *c, int k, int iter) {
@@ -319,7 +371,11 @@ static void op_call(rank_ctx *c, int k, int iter) {
   op_buffers(c, k, iter, &send, &recv);
   SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
   c->calls++;
-  if (opt.diverge && o->diverge && (c->rank & 1))
+  if (o->coll == 1)
+    SYMMPIN_TEST_NCCL(ncclAllGather(send, recv, o->count, o->dtype, c->comm, c->stream));
+  else if (o->coll == 2)
+    SYMMPIN_TEST_NCCL(ncclReduceScatter(send, recv, o->count, o->dtype, o->op, c->comm, c->stream));
+  else if (opt.diverge && o->diverge && (c->rank & 1))
     SYMMPIN_TEST_NCCL(allreduce_site_odd(send, recv, o, c->comm, c->stream));
   else
     SYMMPIN_TEST_NCCL(allreduce_site_even(send, recv, o, c->comm, c->stream));
@@ -331,17 +387,20 @@ static void op_finish(rank_ctx *c, int k, int iter) {
   op_buffers(c, k, iter, &send, &recv);
   SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
   SYMMPIN_TEST_CUDA(
-      cudaMemcpyAsync(c->host_out, recv, op_bytes(o), cudaMemcpyDeviceToHost, c->stream));
+      cudaMemcpyAsync(c->host_out, recv, recv_bytes(o), cudaMemcpyDeviceToHost, c->stream));
   SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
   size_t es = symmpin_test_dtype_size(o->dtype), bad = 0;
-  for (size_t i = 0; i < o->count; i++)
-    if (!check_element(o, c->nranks, iter, k, i, (char *)c->host_out + i * es)) {
+  for (size_t i = 0; i < recv_bytes(o) / es; i++)
+    if (!(o->coll == 1   ? gathered_element(o, iter, k, i, (char *)c->host_out + i * es)
+          : o->coll == 2 ? check_element(o, c->nranks, iter, k, (size_t)c->rank * o->count + i,
+                                         (char *)c->host_out + i * es)
+                         : check_element(o, c->nranks, iter, k, i, (char *)c->host_out + i * es))) {
       if (bad++ < 3 && !opt.quiet)
         fprintf(stderr, "rank %d iter %d op %d (dtype %d op %d count %zu): element %zu wrong\n",
                 c->rank, iter, k, o->dtype, o->op, o->count, i);
     }
-  uint64_t *sum = o->op == ncclAvg ? &c->avg_checksum : &c->checksum;
-  for (size_t i = 0; i < op_bytes(o); i++)
+  uint64_t *sum = o->coll != 1 && o->op == ncclAvg ? &c->avg_checksum : &c->checksum;
+  for (size_t i = 0; i < recv_bytes(o); i++)
     *sum = (*sum ^ ((unsigned char *)c->host_out)[i]) * 0x100000001b3ull;
   if (bad) c->failed++;
   else c->passed++;
@@ -631,6 +690,7 @@ static int run_procs(void) {
   if (opt.quiet) args[a++] = "--quiet";
   if (opt.two_streams) args[a++] = "--two-streams";
   if (opt.group_simulate) args[a++] = "--group-simulate";
+  if (opt.colls) args[a++] = "--colls";
   if (opt.straggle_ms) args[a++] = "--straggle", args[a++] = sts;
   if (opt.split_hosts) args[a++] = "--split-hosts", args[a++] = hs;
   args[a] = NULL;
@@ -733,7 +793,7 @@ static int run_single(int ngpus) {
 static void usage(void) {
   printf("usage: " PROG " [--mode procs|threads|single] [--ranks N] [--iters K] [--diverge]\n"
          "                   [--two-streams] [--straggle MS] [--split-hosts K] [--group-simulate]\n"
-         "                   [--bench] [--quiet]\n"
+         "                   [--colls] [--bench] [--quiet]\n"
          "An ordinary NCCL program (all-reduces of every datatype and op, checked exactly) to run\n"
          "with and without LD_PRELOAD=libsymmpin.so. Last line: '" PROG ": N passed, M failed'.\n"
          "  --mode M        procs (one process per GPU, default), threads (one thread per GPU) or\n"
@@ -750,6 +810,8 @@ static void usage(void) {
          "                  of consecutive ranks; K must divide the ranks; procs only)\n"
          "  --group-simulate half-way, one all-reduce in a group ended by ncclGroupSimulateEnd:\n"
          "                  it must run nothing, and every later call must stay exact\n"
+         "  --colls         also all-gathers (every datatype) and reduce-scatters (every datatype\n"
+         "                  and op), in place and not, checked exactly\n"
          "  --bench         time bf16 sums of 1K..1M instead (eager and graph; procs or single)\n"
          "  --quiet         no message per wrong element\n"
          "  -h, --help      this text\n"
@@ -770,6 +832,7 @@ enum {
   OPT_STRAGGLE,
   OPT_SPLIT_HOSTS,
   OPT_GROUP_SIMULATE,
+  OPT_COLLS,
   OPT_VERSION,
   OPT_CHILD, /* internal: --child RANK --uid HEX, added by --mode procs */
   OPT_UID,
@@ -786,6 +849,7 @@ static const struct option longopts[] = {
     {"straggle", required_argument, NULL, OPT_STRAGGLE},
     {"split-hosts", required_argument, NULL, OPT_SPLIT_HOSTS},
     {"group-simulate", no_argument, NULL, OPT_GROUP_SIMULATE},
+    {"colls", no_argument, NULL, OPT_COLLS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"child", required_argument, NULL, OPT_CHILD},
@@ -832,6 +896,7 @@ int main(int argc, char **argv) {
       opt.split_hosts = (int)v;
       break;
     case OPT_GROUP_SIMULATE: opt.group_simulate = true; break;
+    case OPT_COLLS: opt.colls = true; break;
     case OPT_CHILD:
       if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
         return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);
@@ -845,6 +910,9 @@ int main(int argc, char **argv) {
     return symmpin_test_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
   if (opt.bench && !strcmp(opt.mode, "threads"))
     return symmpin_test_usage_error(PROG, "--bench runs with --mode procs or single");
+  if (opt.split_hosts && opt.colls)
+    return symmpin_test_usage_error(PROG, "--colls takes no --split-hosts (its buffers are sized "
+                                          "for the world communicator)");
   if (opt.split_hosts && strcmp(opt.mode, "procs"))
     return symmpin_test_usage_error(PROG, "--split-hosts runs with --mode procs");
   setenv("NCCL_NVLS_ENABLE", "0", 0);
