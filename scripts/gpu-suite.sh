@@ -239,13 +239,13 @@ shared_gpu() { [ "$(ranks_per_gpu "$RANKS")" -gt 1 ]; }
 all=(info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge two_streams
      group_simulate straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort
      trust_churn trust_busy life two_hosts mixed_hosts ddp tp dedicated bench speed tp_decode
-     tp_decode_compile dp_groups groups_back overlap)
+     tp_decode_compile sp_decode dp_groups groups_back overlap)
 # Groups that each fit one 10-minute device call on one H200 (2 ranks sharing it; estimates from
 # the runs of 2026-12-02: a 230 s, b 470 s with a 60 s straggler, c unmeasured, d 560 s).
 declare -A groups=(
   [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy life bench speed"
   [b]="two_hosts mixed_hosts trust_graphs straggler ddp tp dedicated dp_groups"
-  [c]="tp_decode overlap tp_decode_compile groups_back"
+  [c]="tp_decode overlap tp_decode_compile sp_decode groups_back"
   [d]="trust_churn"
 )
 case "${1:-}" in

@@ -55,6 +55,19 @@ tp_decode_pair() { # tp_decode_pair NAME: the two runs with the TPD_* settings i
   return $rc
 }
 s_tp_decode() { TPD_MODES=eager,graph tp_decode_pair tp-decode; }
+# Issue 28's sequence-parallel workload (tests/apps/sp_decode.py): all_gather_into_tensor and
+# reduce_scatter_tensor of bf16 and fp32, and an SP MLP block decoded for a few tokens, eager and
+# in CUDA graphs; digests identical with and without symmpin (2 ranks: a sum of two rounds once
+# whatever the order), and all-gathers and reduce-scatters redirected on every rank.
+s_sp_decode() {
+  torch_argv "$RANKS"
+  SIDE_TRACE=0 compare_runs sp-decode '^SPD-DIGEST' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/sp_decode.py || return 1
+  local coll rc=0
+  for coll in allgather reducescatter; do
+    stats_check redirected --coll "$coll" --count "$RANKS" "$OUT"/logs/sp-decode.stats.*.json || rc=1
+  done
+  return $rc
+}
 # torch.compile(mode="reduce-overhead"): one configuration (compiling is slow). With ranks sharing
 # a GPU, NCCL alone hangs in teardown after its results (its CUDA graphs alive: the NCCL behaviour
 # of ../shared/device-notes.md); torchrun's end when the run is stopped then (exit 1 after its
