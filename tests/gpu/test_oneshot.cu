@@ -263,7 +263,7 @@ enum { SLOT_STAGED, SLOT_IN_SLOT, SLOT_B2B, SLOT_STREAM0, SLOT_STREAM1, SLOT_GRA
        SLOT_GROUP, SLOT_GROUP16 = SLOT_GROUP + SYMMPIN_KERNEL_GROUP_MAX,
        SLOT_SKEW_LL = SLOT_GROUP16 + SYMMPIN_KERNEL_GROUP_MAX, SLOT_SKEW_COPY, SLOT_SKEW_TWO,
        SLOT_SHAPE_LL, SLOT_SHAPE_TWO, SLOT_COLL, SLOT_COLL_B2B_LL, SLOT_COLL_B2B_COPY,
-       SLOT_COLL_GRAPH, NSLOTS = SLOT_COLL_GRAPH + 4 };
+       SLOT_COLL_GRAPH, SLOT_COLL_TO = SLOT_COLL_GRAPH + 4, NSLOTS = SLOT_COLL_TO + 4 };
 static size_t g_slot_off[NSLOTS], g_slot_bytes[NSLOTS];
 
 static void set_dev(int r) { CK(cudaSetDevice(R[r].dev)); }
@@ -1551,6 +1551,52 @@ static void test_colls_graph(int replays) {
   fflush(stdout);
 }
 
+/* A peer that never comes: every launched all-gather and reduce-scatter (LL and copy) gives up at
+ * its deadline, records the peer and the site, and the process lives on (a hang fails). */
+static size_t colls_to_count(int j) {
+  return j % 2 ? symmpin_oneshot_ll_max_bytes(N) / 4 + 100 : 1000; /* f32: LL, then copy */
+}
+static void test_colls_timeout() {
+  int p0 = g_passed, f0 = g_failed;
+  if (N < 2) {
+    printf("collectives timeout: skipped (needs 2+ ranks)\n");
+    return;
+  }
+  for (int j = 0; j < 4; j++) {
+    int coll = j < 2 ? SYMMPIN_COLL_ALLGATHER : SYMMPIN_COLL_REDUCESCATTER;
+    const char *name = coll == SYMMPIN_COLL_ALLGATHER ? (j % 2 ? "all-gather copy" : "all-gather LL")
+                                                      : (j % 2 ? "reduce-scatter copy" : "reduce-scatter LL");
+    clear_errors();
+    uint64_t site = 0xdeac0000ull + (uint64_t)j;
+    for (int r = 0; r < N - 1; r++) {
+      set_dev(r);
+      symmpin_kernel_call c = make_call(r, SLOT_COLL_TO + j, colls_to_count(j), SYMMPIN_FLOAT32, SYMMPIN_SUM,
+                                         SYMMPIN_INPUT_STAGED, R[r].bufA + kGuard, R[r].bufB + kGuard, site);
+      c.coll = coll;
+      c.timeout_cycles = 2000000; /* ~1 ms */
+      check(symmpin_kernel_launch(&c, R[r].s[0]) == SYMMPIN_OK, "timeout %s: launch", name);
+    }
+    if (!sync_all(60.0)) {
+      check(false, "timeout %s: kernels did not give up (hang)", name);
+      printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+      fflush(stdout);
+      _exit(1);
+    }
+    for (int r = 0; r < N - 1; r++) {
+      symmpin_kernel_error e = *R[r].err;
+      check(e.timed_out == 1 && e.peer == N - 1 && e.site == site,
+            "timeout %s: rank %d recorded timed_out %u peer %d site %llx (want 1, %d, %llx)", name, r,
+            (unsigned)e.timed_out, (int)e.peer, (unsigned long long)e.site, N - 1, (unsigned long long)site);
+    }
+    check(R[N - 1].err->timed_out == 0, "timeout %s: the missing rank recorded nothing", name);
+    check(cudaGetLastError() == cudaSuccess, "timeout %s: no CUDA error left behind", name);
+  }
+  printf("collectives timeout (N-1 ranks, all-gather and reduce-scatter, LL and copy): %d passed, "
+         "%d failed\n",
+         g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
 /* Refusals particular to the new collectives: nothing is launched. */
 static void test_colls_api() {
   int p0 = g_passed, f0 = g_failed;
@@ -1733,6 +1779,10 @@ int main(int argc, char **argv) {
     g_slot_bytes[SLOT_COLL_GRAPH + 0] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, 3001, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
     g_slot_bytes[SLOT_COLL_GRAPH + 1] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLGATHER, l4 + 333, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
     g_slot_bytes[SLOT_COLL_GRAPH + 2] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_REDUCESCATTER, 1001, SYMMPIN_FLOAT32, N, SYMMPIN_INPUT_STAGED);
+    for (int j = 0; j < 4; j++)
+      g_slot_bytes[SLOT_COLL_TO + j] = symmpin_kernel_slot_bytes(
+          j < 2 ? SYMMPIN_COLL_ALLGATHER : SYMMPIN_COLL_REDUCESCATTER, colls_to_count(j), SYMMPIN_FLOAT32, N,
+          SYMMPIN_INPUT_STAGED);
     g_slot_bytes[SLOT_COLL_GRAPH + 3] = symmpin_kernel_slot_bytes(SYMMPIN_COLL_REDUCESCATTER, ll / 2 + 99, SYMMPIN_BFLOAT16, N, SYMMPIN_INPUT_STAGED);
   }
   size_t pool_bytes = 0;
@@ -1768,6 +1818,7 @@ int main(int argc, char **argv) {
   test_colls_back_to_back(false, small ? 30 : 600, SLOT_COLL_B2B_LL);
   test_colls_back_to_back(true, small ? 6 : 60, SLOT_COLL_B2B_COPY);
   test_colls_graph(small ? 3 : 50);
+  test_colls_timeout();
   if (g_colls_only) {
     printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
     return g_failed ? 1 : 0;

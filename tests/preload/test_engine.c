@@ -1096,3 +1096,26 @@ Test(engine, symmpin_allgather_0_keeps_all_gathers_on_nccl) {
         cr_assert(o->taken, "call %zu rank %d", i + 1, k);
     }
 }
+
+/* Ranks whose all-gathers differ in count (not a legal NCCL program: NCCL would fail or hang
+ * them): symmpin pins none of those calls on any rank (their records differ), so it adds no
+ * wait of its own; the all-reduces between them are still redirected alike. */
+Test(engine, all_gathers_whose_counts_differ_between_ranks_stay_on_nccl) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) {
+      bool ag = i % 2 == 1;
+      W.script[k][i] = (spec){.site = ag ? 0xB1 : 0xA1, .count = ag ? 1000 + (size_t)k : 256,
+                              .stream = S0, .coll = ag ? SYMMPIN_COLL_ALLGATHER : 0};
+    }
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64, "the all-reduces are redirected from call %zu", go + 1);
+  for (size_t i = 0; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++) {
+      if (i % 2 == 1)
+        cr_assert_not(W.out[k][i].taken, "all-gather call %zu of rank %d taken", i + 1, k);
+      else if (i >= go)
+        cr_assert(W.out[k][i].taken, "all-reduce call %zu of rank %d", i + 1, k);
+    }
+}
