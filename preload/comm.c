@@ -210,8 +210,19 @@ bool symmpin_comm_trylock(symmpin_comm *c) {
 }
 
 bool symmpin_comm_lock_by(symmpin_comm *c, const struct timespec *deadline) {
+  /* pthread_mutex_timedlock takes CLOCK_REALTIME (pthread_mutex_clocklock is glibc 2.30, newer
+   * than the wheel's 2.28: common/glibc_compat.h): the deadline is carried over, as in watch.c. */
+  struct timespec mono, real, at;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  long long left_ns = (long long)(deadline->tv_sec - mono.tv_sec) * 1000000000LL +
+                      (deadline->tv_nsec - mono.tv_nsec);
+  if (left_ns < 0) left_ns = 0;
+  long long ns = (long long)real.tv_nsec + left_ns;
+  at.tv_sec = real.tv_sec + (time_t)(ns / 1000000000LL);
+  at.tv_nsec = (long)(ns % 1000000000LL);
   int rc;
-  do rc = pthread_mutex_clocklock(&c->lock, CLOCK_MONOTONIC, deadline);
+  do rc = pthread_mutex_timedlock(&c->lock, &at);
   while (rc == EINTR);
   if (rc != 0) return false;
   atomic_store_explicit(&c->lock_owner, symmpin_comm_thread_id(), memory_order_relaxed);

@@ -24,6 +24,7 @@
 #include "preload/config.h"
 #include "preload/host.h"
 #include "preload/keep.h"
+#include "preload/nvtx.h"
 #include "preload/stats.h"
 #include "preload/timing.h"
 #include "driver/check.h"
@@ -321,11 +322,13 @@ static void engine_off(symmpin_comm *c, struct symmpin_engine_comm *e, symmpin_r
   e->off_reason = why;
   SYMMPIN_INFO("comm %d rank %d/%d: symmpin stays out of this communicator: %s", c->ordinal,
                c->rank, c->nranks, what);
+  symmpin_nvtx_mark_comm(c, why, what);
 }
 
 /* Engine state for c on its first all-reduce. A failure leaves a state without agreement (off). */
 static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (c->engine) return c->engine;
+  symmpin_nvtx_init();
   symmpin_keep_drain(); /* what communicators that ended left for their kernels to finish */
   struct symmpin_engine_comm *e = calloc(1, sizeof *e);
   if (!e) return NULL;
@@ -342,11 +345,11 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
               .first_call_done = op_first_call_done},
   };
   p.group_max_bytes = cfg->group_max_bytes;
+  p.colls_off = (cfg->allgather ? 0u : 1u << SYMMPIN_COLL_ALLGATHER) |
+                (cfg->reducescatter ? 0u : 1u << SYMMPIN_COLL_REDUCESCATTER);
   if (cfg->choose == SYMMPIN_CHOOSE_MEASURE) {
     e->choice = symmpin_choice_new(); /* without memory: the static choice */
     if (e->choice) {
-  p.colls_off = (cfg->allgather ? 0u : 1u << SYMMPIN_COLL_ALLGATHER) |
-                (cfg->reducescatter ? 0u : 1u << SYMMPIN_COLL_REDUCESCATTER);
       p.ops.shape_times = op_shape_times;
       p.ops.group_times = op_group_times;
     }
@@ -432,9 +435,6 @@ static symmpin_reason reason_of(symmpin_plan_reason r) {
   }
 }
 
-static symmpin_reason stop_reason(symmpin_agree_stop s) {
-  return s == SYMMPIN_AGREE_ERROR ? SYMMPIN_REASON_ERROR : SYMMPIN_REASON_COMM;
-}
 /* SYMMPIN_ALLGATHER=0 / SYMMPIN_REDUCESCATTER=0. */
 static bool coll_off(int coll) {
   const symmpin_config *cfg = symmpin_config_get();
@@ -442,6 +442,9 @@ static bool coll_off(int coll) {
          (coll == SYMMPIN_COLL_REDUCESCATTER && !cfg->reducescatter);
 }
 
+static symmpin_reason stop_reason(symmpin_agree_stop s) {
+  return s == SYMMPIN_AGREE_ERROR ? SYMMPIN_REASON_ERROR : SYMMPIN_REASON_COMM;
+}
 
 /* The communicator's error state (comm.h async_error), entered once: `code` is what
  * ncclCommGetAsyncError and every later all-reduce report. Waiting kernels give up (their peers'
@@ -449,6 +452,7 @@ static bool coll_off(int coll) {
 static void enter_error(symmpin_comm *c, struct symmpin_engine_comm *e, int code) {
   (void)e;
   symmpin_comm_fail(c, code, NULL); /* the caller logged why */
+  symmpin_nvtx_mark_error(c, code);
 }
 
 static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e) {
@@ -644,8 +648,10 @@ static bool launch(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin
   if (!kernel_call_of(c, e, ec, slot, n, &k)) return false;
   symmpin_devscope s;
   if (!device_enter(c, &s)) return false;
+  symmpin_nvtx_call_push(&k, ec->capturing, &ec->call->where);
   bool ok = launch_ordered(c, e, &k, &slot->offset, 1, ec->call->stream, ec->stream_ord,
                            ec->capturing, ec);
+  symmpin_nvtx_pop();
   symmpin_devscope_leave(&s);
   return ok;
 }
@@ -665,8 +671,10 @@ static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
   symmpin_devscope s;
   bool ok = device_enter(c, &s);
   if (ok) {
+    symmpin_nvtx_group_push(b->calls, b->n, b->capturing);
     ok = launch_ordered(c, e, b->calls, b->offsets, b->n, b->stream, b->stream_ord, b->capturing,
                         NULL);
+    symmpin_nvtx_pop();
     symmpin_devscope_leave(&s);
   }
   if (!ok)
@@ -810,9 +818,12 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
    * must too (sending them to NCCL would leave both sides waiting). */
   if (symmpin_agree_step(e->agree, n, &call)) {
     stats_publish(c, e, symmpin_agree_plan(e->agree));
+    symmpin_nvtx_mark_plan(c, e->agree);
+  }
   const symmpin_plan *plan = symmpin_agree_plan(e->agree);
   if (!plan) {
     symmpin_agree_stop stopped = symmpin_agree_stopped(e->agree);
+    if (stopped) symmpin_nvtx_mark_stop(c, stopped);
     *reason = stopped ? stop_reason(stopped)
               : ec->capturing ? SYMMPIN_REASON_CAPTURE : SYMMPIN_REASON_WARMUP;
     ec->timing = symmpin_timing_start(&e->timing, c, e->choice, ec, false, false);
@@ -828,6 +839,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     slot = &arena_slot;
   } else {
     *reason = reason_of(symmpin_agree_route(e->agree, &call, &slot));
+    /* Not pinned because the user keeps this collective on NCCL: say so. */
+    if (*reason == SYMMPIN_REASON_TYPE_OP && coll_off(a->coll)) *reason = SYMMPIN_REASON_OFF;
   }
   /* The choice by measurement: some of a newly pinned shape's eager calls go to NCCL to be
    * timed there, and some groups whole (the same calls on every rank: choice.h). A call in a
@@ -839,8 +852,6 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
   /* A group partly captured is not what either path runs eagerly: no sample. */
   if (ec->capturing && ec->group_depth > 0 && ec->group_token == e->grp.token)
     e->grp.untimed = true;
-    /* Not pinned because the user keeps this collective on NCCL: say so. */
-    if (*reason == SYMMPIN_REASON_TYPE_OP && coll_off(a->coll)) *reason = SYMMPIN_REASON_OFF;
   if (*reason == SYMMPIN_REASON_NONE && measuring &&
       (as_group ? e->grp.probe : symmpin_choice_probe(e->choice, &shape)))
     *reason = SYMMPIN_REASON_PROBE;

