@@ -118,7 +118,11 @@ def app_rank(rank, nranks):
     say(f"RESULT rank={rank} passed=367 failed=0 checksum=00ab{wrong}")
     say(f"TIME rank={rank} first_call_ms=12.0 checks_ms=900.0")
     split = int(opt("--split-hosts", "0"))
-    comms = [comm(rank, nranks, 0 if multi_host(nranks) else 100)]
+    sites = None
+    if "--colls" in ARGS:  # as the library writes them: a site per collective, each redirected
+        sites = [{"coll": c, "count": 1024, "redirected": 100, "nccl": 64, "reasons": {"warmup": 64}}
+                 for c in ("allreduce", "allgather", "reducescatter")]
+    comms = [comm(rank, nranks, 0 if multi_host(nranks) else 100, sites=sites)]
     if split:
         say(f"SPLIT rank={rank} host={host_of(rank, nranks, split)} host_rank={rank % (nranks // split)} "
             f"host_ranks={nranks // split} calls=367")
@@ -236,6 +240,17 @@ def torch_rank(script, rank, nranks):
                 say(f"TPD-TIME hidden=4096 tokens=1 mode={mode} calls=8 step_us=400.00 "
                     f"compute_us=300.00 allreduce_us={'nan' if mode == 'compile' else '9.00'}")
         say(f"tp_decode: rank {rank}: 1 runs, 0 skipped")
+    elif script == "sp_decode.py":
+        for mode in ("eager", "graph"):
+            say(f"SPD-DIGEST rank={rank} part=colls mode={mode} what=ag dtype=bf16 bytes=1024 "
+                f"digest=0a{'2' if broken('wrong') else '1'}")
+            say(f"SPD-DIGEST rank={rank} part=mlp mode={mode} hidden=1024 tokens=2 digest=0b1")
+        say(f"sp_decode: rank {rank}: 6 runs")
+        write_stats(rank, [comm(rank, nranks, 100, sites=[
+            {"coll": c, "count": 512, "redirected": 100, "nccl": 64, "reasons": {"warmup": 64}}
+            for c in ("allgather", "reducescatter")])])
+        end(rank)
+        return
     elif script == "overlap.py":
         if rank == 0:
             say("OVL-TIME bytes=65536 gemm_alone_us=100.0 gemm_with_us=110.0 slowdown=1.100 "
