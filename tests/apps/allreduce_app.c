@@ -240,6 +240,11 @@ typedef struct rank_ctx {
   void *host_in_side; /* the side stream's input staging: both streams copy in at once */
   uint64_t checksum;  /* every output but avg's */
   uint64_t avg_checksum; /* avg's outputs: rounded as the library rounds (see the top) */
+  /* --colls: the reduce-scatters' outputs but avg's. Each rank's chunk is its own, so this is
+   * compared with another library's on the same rank (its RESULT line), never across ranks; a
+   * reduce-scatter's avg rounds as the library rounds and differs between ranks too: it is checked
+   * element by element only. */
+  uint64_t rs_checksum;
   long passed, failed;
   long calls;                /* all-reduces this rank made on comm, 1-based index of the last */
   double first_call_ms;      /* the first all-reduce: input copy to checked result */
@@ -399,7 +404,10 @@ static void op_finish(rank_ctx *c, int k, int iter) {
         fprintf(stderr, "rank %d iter %d op %d (dtype %d op %d count %zu): element %zu wrong\n",
                 c->rank, iter, k, o->dtype, o->op, o->count, i);
     }
-  uint64_t *sum = o->coll != 1 && o->op == ncclAvg ? &c->avg_checksum : &c->checksum;
+  uint64_t scratch = 0;
+  uint64_t *sum = o->coll == 2 ? (o->op == ncclAvg ? &scratch : &c->rs_checksum)
+                  : o->coll != 1 && o->op == ncclAvg ? &c->avg_checksum
+                                                     : &c->checksum;
   for (size_t i = 0; i < recv_bytes(o); i++)
     *sum = (*sum ^ ((unsigned char *)c->host_out)[i]) * 0x100000001b3ull;
   if (bad) c->failed++;
@@ -573,8 +581,13 @@ static void rank_bench(rank_ctx **cs, int n, bool single) {
 /* ---- the three modes ---- */
 
 static void report(rank_ctx *c) {
-  printf("RESULT rank=%d passed=%ld failed=%ld checksum=%016" PRIx64 "\n", c->rank, c->passed,
-         c->failed, c->checksum);
+  if (opt.colls)
+    printf("RESULT rank=%d passed=%ld failed=%ld checksum=%016" PRIx64 " rs_checksum=%016" PRIx64
+           "\n",
+           c->rank, c->passed, c->failed, c->checksum, c->rs_checksum);
+  else
+    printf("RESULT rank=%d passed=%ld failed=%ld checksum=%016" PRIx64 "\n", c->rank, c->passed,
+           c->failed, c->checksum);
   printf("AVG rank=%d checksum=%016" PRIx64 "\n", c->rank, c->avg_checksum);
   fflush(stdout);
 }
