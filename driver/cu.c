@@ -54,7 +54,7 @@ static void open_driver(void) {
     void *fn = NULL;                                                                               \
     CUresult r = get("cu" #name, &fn, SYMMPIN_CU_ABI, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &q);      \
     if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {                            \
-      fail("the driver does not give %s at the CUDA 12.0 ABI (%s %d)", "cu" #name,                \
+      fail("the driver does not give %s at the CUDA 12.0 ABI (%s %d)", "cu" #name,                 \
            r != CUDA_SUCCESS ? "CUresult" : "cuGetProcAddress status",                             \
            r != CUDA_SUCCESS ? (int)r : (int)q);                                                   \
       return;                                                                                      \

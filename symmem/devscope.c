@@ -38,7 +38,8 @@ symmpin_status symmpin_devscope_enter_primary(int device, symmpin_devscope *s) {
   return enter(device, s, NULL, true);
 }
 
-static symmpin_status enter(int device, symmpin_devscope *s, bool *runtime_gone, bool primary_only) {
+static symmpin_status enter(int device, symmpin_devscope *s, bool *runtime_gone,
+                            bool primary_only) {
   if (runtime_gone) *runtime_gone = false;
   s->prev_ctx = NULL;
   s->prev_mode = (int)CU_STREAM_CAPTURE_MODE_RELAXED;

@@ -15,8 +15,8 @@ extern size_t stand_in_take_count; /* the engine takes all-reduces of this count
 extern int stand_in_take_rc;
 extern int stand_in_releases;
 extern int stand_in_drains; /* symmpin_engine_drain calls */
-extern int stand_in_prepares;         /* symmpin_engine_prepare calls */
-extern int stand_in_prepared_device;  /* the device of the last one (-1 before) */
+extern int stand_in_prepares;        /* symmpin_engine_prepare calls */
+extern int stand_in_prepared_device; /* the device of the last one (-1 before) */
 extern int stand_in_failure_reports;
 extern int stand_in_polls; /* symmpin_engine_comm_poll calls (async-error queries) */
 extern symmpin_engine_call stand_in_last_call;

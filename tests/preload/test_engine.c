@@ -1105,8 +1105,10 @@ Test(engine, all_gathers_whose_counts_differ_between_ranks_stay_on_nccl) {
   for (int k = 0; k < RANKS; k++)
     for (size_t i = 0; i < CALLS; i++) {
       bool ag = i % 2 == 1;
-      W.script[k][i] = (spec){.site = ag ? 0xB1 : 0xA1, .count = ag ? 1000 + (size_t)k : 256,
-                              .stream = S0, .coll = ag ? SYMMPIN_COLL_ALLGATHER : 0};
+      W.script[k][i] = (spec){.site = ag ? 0xB1 : 0xA1,
+                              .count = ag ? 1000 + (size_t)k : 256,
+                              .stream = S0,
+                              .coll = ag ? SYMMPIN_COLL_ALLGATHER : 0};
     }
   world_run();
   size_t go = first_taken();
