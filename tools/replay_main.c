@@ -346,8 +346,8 @@ static int check_inputs(char **paths, int n, bool allow, const char **kept, int 
               v[i].path);
     else
       fprintf(stderr,
-              PROG ": warning: trace '%s' holds no all-reduce (%zu other call(s); did the program "
-                   "end before its first all-reduce?)\n",
+              PROG ": warning: trace '%s' holds no collective (all-reduce, all-gather, "
+                   "reduce-scatter; %zu other call(s): did the program end before its first?)\n",
               v[i].path, v[i].nevents);
   }
 

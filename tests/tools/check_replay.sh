@@ -75,7 +75,7 @@ ok "a header-only trace: a warning, the others replayed" \
 awk '/ ncclAllReduce / { exit } { print }' "$ddp1" >"$tmp/no-allreduce"
 run "$ddp0" "$tmp/no-allreduce"
 ok "a trace that ends before its first all-reduce: a warning saying what it holds" \
-  '[ $rc -eq 0 ] && grep -q "^symmpin-replay: warning: trace '"'"'$tmp/no-allreduce'"'"' holds no all-reduce ([0-9]* other call(s); did the program end before its first all-reduce?)" "$tmp/err"'
+  '[ $rc -eq 0 ] && grep -q "^symmpin-replay: warning: trace '"'"'$tmp/no-allreduce'"'"' holds no collective (all-reduce, all-gather, reduce-scatter; [0-9]* other call(s): did the program end before its first?)" "$tmp/err"'
 
 # ---- unreadable traces are still the replay's to report
 run "$ddp0" "$tmp/no-such.trace"
