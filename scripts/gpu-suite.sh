@@ -217,6 +217,33 @@ compare_runs() {
   judge_pair "$name" "$pattern" "$rc_a" "$rc_b"
 }
 
+# repeat_runs NAME PATTERN NRANKS SHM_HOSTS CMD...: the same program twice with symmpin (logs
+# NAME.symmpin.out and NAME-again.symmpin.out): where no NCCL-alone run can be the reference (float
+# sums of 3 or more ranks round in NCCL's order, not symmpin's), its result lines (PATTERN) must be
+# there from every rank and identical from run to run. Both runs must end (no teardown hang is
+# excused: there is no NCCL-alone run here to show it is NCCL's own), and neither may report a
+# failed check.
+repeat_runs() {
+  local name=$1 pattern=$2 n=$3 hosts=$4
+  shift 4
+  local la="$OUT/logs/$name.symmpin.out" lb="$OUT/logs/$name-again.symmpin.out" a b ranks ok=0 rc_a rc_b
+  run_side "$name" symmpin "$n" "$hosts" "$@"
+  rc_a=$?
+  run_side "$name-again" symmpin "$n" "$hosts" "$@"
+  rc_b=$?
+  echo "first run: $(outcome_of "$la" "$rc_a") (exit $rc_a); second run: $(outcome_of "$lb" "$rc_b") (exit $rc_b)"
+  [ "$(outcome_of "$la" "$rc_a")/$(outcome_of "$lb" "$rc_b")" = finished/finished ] || { echo "a run did not end by itself"; ok=1; }
+  a=$(grep -E "$pattern" "$la" | sort)
+  b=$(grep -E "$pattern" "$lb" | sort)
+  echo "first run:"; echo "$a"; echo "second run:"; echo "$b"
+  ranks=$(echo "$a" | grep -oE 'rank=[0-9]+' | sort -u | wc -l)
+  if [ -z "$a" ] || [ "$ranks" -ne "$n" ]; then echo "result lines missing: from $ranks of $n ranks"; ok=1; fi
+  if [ "$a" != "$b" ]; then echo "result lines differ from run to run"; ok=1; fi
+  if reports_failure "$la" || reports_failure "$lb"; then echo "a check failed"; ok=1; fi
+  [ $ok -eq 0 ] || { echo "--- end of the second run's log:"; tail -n 30 "$lb"; }
+  return $ok
+}
+
 # torch_argv N: TORCH_ARGV = torchrun for N ranks, each started through scripts/rank-env.sh.
 torch_argv() {
   TORCH_ARGV=("$TORCHRUN" --standalone --nproc_per_node="$1" --no-python bash "$SUITE_ROOT/scripts/rank-env.sh" "$PY")

@@ -57,14 +57,24 @@ tp_decode_pair() { # tp_decode_pair NAME: the two runs with the TPD_* settings i
 s_tp_decode() { TPD_MODES=eager,graph tp_decode_pair tp-decode; }
 # Issue 28's sequence-parallel workload (tests/apps/sp_decode.py): all_gather_into_tensor and
 # reduce_scatter_tensor of bf16 and fp32, and an SP MLP block decoded for a few tokens, eager and
-# in CUDA graphs; digests identical with and without symmpin (2 ranks: a sum of two rounds once
-# whatever the order), and all-gathers and reduce-scatters redirected on every rank.
+# in CUDA graphs. At RANKS ranks digests identical with and without symmpin (2 ranks: a sum of two
+# rounds once whatever the order); at 3 and 4 (SPD_RANK_COUNTS), where NCCL's order of a float
+# sum is not symmpin's, digests identical from one symmpin run to the next. At every count
+# all-gathers and reduce-scatters redirected on every rank.
 s_sp_decode() {
+  local n coll rc=0
   torch_argv "$RANKS"
-  SIDE_TRACE=0 compare_runs sp-decode '^SPD-DIGEST' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/sp_decode.py || return 1
-  local coll rc=0
+  SIDE_TRACE=0 compare_runs sp-decode '^SPD-DIGEST' "$RANKS" 0 "${TORCH_ARGV[@]}" tests/apps/sp_decode.py || rc=1
   for coll in allgather reducescatter; do
     stats_check redirected --coll "$coll" --count "$RANKS" "$OUT"/logs/sp-decode.stats.*.json || rc=1
+  done
+  for n in ${SPD_RANK_COUNTS:-3 4}; do
+    echo "== $n ranks, twice with symmpin"
+    torch_argv "$n"
+    SPD_ITERS=${SPD_ITERS:-10} SIDE_TRACE=0 repeat_runs "sp-decode-$n" '^SPD-DIGEST' "$n" 0 "${TORCH_ARGV[@]}" tests/apps/sp_decode.py || rc=1
+    for coll in allgather reducescatter; do
+      stats_check redirected --coll "$coll" --count "$n" "$OUT/logs/sp-decode-$n-again".stats.*.json || rc=1
+    done
   done
   return $rc
 }

@@ -7,8 +7,8 @@
 # side broken on purpose: a hang after the results only with symmpin, in both runs or only in NCCL
 # alone's (C apps and torchrun, whose stop ends as the real one's: exit 1 after a SignalException;
 # tp_decode_compile among them), a wrong result (also next to NCCL alone's hang), a board left
-# behind, symmpin-life's call in flight run by NCCL. What needs root (the two-host steps' mounts)
-# is skipped where this runs without it.
+# behind, symmpin-life's call in flight run by NCCL, sp_decode's digests that differ between two
+# symmpin runs. What needs root (the two-host steps' mounts) is skipped where this runs without it.
 # Arguments: SOURCE_ROOT
 set -u
 root=$1
@@ -147,6 +147,13 @@ if grep -q "result lines missing or different" "$tmp/compile-hang-nccl-wrong/log
   ok "tp_decode_compile: symmpin's different digest fails the step where NCCL alone hung"
 else
   no "tp_decode_compile: the different digest was not what failed the step"
+fi
+# sp_decode at 3 and 4 ranks (issue 28): two symmpin runs whose digests differ fail the step.
+expect sp-unstable unstable:symmpin sp_decode FAIL
+if grep -q "result lines differ from run to run" "$tmp/sp-unstable/logs/sp_decode.log"; then
+  ok "sp_decode: digests that differ between two symmpin runs at 3 and 4 ranks fail the step"
+else
+  no "sp_decode: the unstable digests were not what failed the step"
 fi
 if [ $root_ok = 1 ]; then
   expect board leave-board:symmpin two_hosts FAIL

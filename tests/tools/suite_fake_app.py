@@ -11,7 +11,8 @@ APP_RANK_WRAPPER (scripts/rank-env.sh), and each rank checks what the rig gave i
 of its own where ranks share a GPU, its host's /dev/shm (a file it leaves there only if told).
 FAKE_BREAK=KIND:SIDE[,KIND:SIDE...] (SIDE nccl, symmpin or both) breaks a side on purpose:
 hang-after (a rank sleeps after its results), wrong (a different result line or digest),
-leave-board (a file left in /dev/shm), inflight-nccl (symmpin-life's trace: NCCL ran the all-reduce
+leave-board (a file left in /dev/shm), unstable (sp_decode.py at 3 ranks or more: a digest
+that differs from run to run), inflight-nccl (symmpin-life's trace: NCCL ran the all-reduce
 in flight at the revoke or shrink); e.g. hang-after:nccl,wrong:symmpin breaks both sides.
 
     suite_fake_app.py AS [ARGS...]     AS: symmpin-app, symmpin-trust, symmpin-dp, symmpin-life,
@@ -241,10 +242,12 @@ def torch_rank(script, rank, nranks):
                     f"compute_us=300.00 allreduce_us={'nan' if mode == 'compile' else '9.00'}")
         say(f"tp_decode: rank {rank}: 1 runs, 0 skipped")
     elif script == "sp_decode.py":
+        # unstable: at 3 ranks or more, a digest that differs from run to run
+        mlp = f"{time.time_ns():x}" if broken("unstable") and nranks > 2 else "0b1"
         for mode in ("eager", "graph"):
             say(f"SPD-DIGEST rank={rank} part=colls mode={mode} what=ag dtype=bf16 bytes=1024 "
                 f"digest=0a{'2' if broken('wrong') else '1'}")
-            say(f"SPD-DIGEST rank={rank} part=mlp mode={mode} hidden=1024 tokens=2 digest=0b1")
+            say(f"SPD-DIGEST rank={rank} part=mlp mode={mode} hidden=1024 tokens=2 digest={mlp}")
         say(f"sp_decode: rank {rank}: 6 runs")
         write_stats(rank, [comm(rank, nranks, 100, sites=[
             {"coll": c, "count": 512, "redirected": 100, "nccl": 64, "reasons": {"warmup": 64}}
