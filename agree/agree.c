@@ -245,7 +245,7 @@ static bool peer_elsewhere(symmpin_agree *a, int missing, bool timed_out) {
   SYMMPIN_INFO("comm %d rank %d: rank %d has not opened this host's board%s: it is on another "
                "host",
                a->p.comm, a->p.rank, missing,
-               timed_out ? " within the timeout" : " although the first all-reduce completed");
+               timed_out ? " within the timeout" : " although the first collective call completed");
   return true;
 }
 
@@ -276,7 +276,7 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
     waited += WAIT_SLICE_MS;
     if (waited >= a->p.timeout_ms) {
       SYMMPIN_WARN("comm %d rank %d: rank %d did not post round %u of the plan agreement within "
-                   "%llu ms; this epoch's all-reduces stay on NCCL",
+                   "%llu ms; this epoch's collectives stay on NCCL",
                    a->p.comm, a->p.rank, missing, round, (unsigned long long)a->p.timeout_ms);
       if (a->p.ops.gave_up) a->p.ops.gave_up(a->p.ops.ctx, round);
       /* A peer on this host that is busy (a checkpoint) costs this epoch, retried later; one
@@ -726,15 +726,16 @@ static void alarm_report(symmpin_agree *a, symmpin_alarm al) {
   a->alarm_reported = true;
   uint64_t sig = 0, site = 0;
   bool mine = symmpin_board_route_get(a->board, a->p.rank, al.call, &sig, &site);
-  SYMMPIN_WARN("comm %d rank %d: rank %d %s all-reduce call %llu (this rank: %s at site %016llx); "
-               "this communicator is now in error: ncclCommGetAsyncError and every later "
-               "all-reduce report ncclRemoteError, and waiting symmpin kernels give up. Abort the "
-               "communicator (ncclCommAbort) to free it.",
-               a->p.comm, a->p.rank, al.rank, alarm_text(al.reason), (unsigned long long)al.call,
-               !mine      ? "not logged"
-               : sig == 1 ? "NCCL"
-                          : "symmpin",
-               (unsigned long long)site);
+  SYMMPIN_WARN(
+      "comm %d rank %d: rank %d %s collective call %llu (this rank: %s at site %016llx); "
+      "this communicator is now in error: ncclCommGetAsyncError and every later "
+      "collective call report ncclRemoteError, and waiting symmpin kernels give up. Abort the "
+      "communicator (ncclCommAbort) to free it.",
+      a->p.comm, a->p.rank, al.rank, alarm_text(al.reason), (unsigned long long)al.call,
+      !mine      ? "not logged"
+      : sig == 1 ? "NCCL"
+                 : "symmpin",
+      (unsigned long long)site);
 }
 
 /* Raise the alarm for ranks that routed call `call` differently; the rank whose alarm stands says
@@ -746,7 +747,7 @@ static void routes_differ(symmpin_agree *a, uint64_t call, const char *what) {
   SYMMPIN_WARN(
       "comm %d rank %d: ranks routed %s. The ranks reached it from different sites or "
       "streams symmpin could not reconcile; this communicator is now in error: "
-      "ncclCommGetAsyncError and every later all-reduce report ncclRemoteError, and "
+      "ncclCommGetAsyncError and every later collective call report ncclRemoteError, and "
       "waiting symmpin kernels give up. Abort the communicator (ncclCommAbort) to free it.",
       a->p.comm, a->p.rank, what);
 }
@@ -763,7 +764,7 @@ static bool block_differs(symmpin_agree *a, int r, uint64_t block) {
   if (first < a->first_logged) first = a->first_logged; /* the first block: from the first logged */
   char what[200];
   snprintf(what, sizeof what,
-           "an all-reduce among calls %llu to %llu differently (rank %d's "
+           "a collective among calls %llu to %llu differently (rank %d's "
            "route log of these calls differs from this rank's; the calls themselves have left the "
            "log)",
            (unsigned long long)first, (unsigned long long)(first + B - 1), r);
@@ -807,7 +808,7 @@ static bool routes_compare(symmpin_agree *a, int r, unsigned budget) {
     (void)symmpin_board_route_get(a->board, a->p.rank, k, &ignored, &my_site); /* for the message */
     char what[200];
     snprintf(what, sizeof what,
-             "all-reduce call %llu differently: this rank %s (site %016llx), "
+             "collective call %llu differently: this rank %s (site %016llx), "
              "rank %d %s (site %016llx)",
              (unsigned long long)k, mine == 1 ? "to NCCL" : "to symmpin",
              (unsigned long long)my_site, r, theirs == 1 ? "to NCCL" : "to symmpin",

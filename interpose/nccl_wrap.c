@@ -316,7 +316,7 @@ SYMMPIN_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 #define SYMMPIN_COLLECTIVE_CALL(c, coll_, send_, recv_, count_, dtype_, op_, comm_, stream_)       \
   symmpin_site_where where;                                                                        \
   uint64_t stack = symmpin_callsite_stack_where(__builtin_return_address(0), &where);              \
-  symmpin_allreduce_call c = {                                                                     \
+  symmpin_coll_call c = {                                                                          \
       .send = (send_),                                                                             \
       .recv = (recv_),                                                                             \
       .count = (count_),                                                                           \
@@ -336,9 +336,9 @@ SYMMPIN_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t c
                      (send, recv, count, dtype, op, comm, stream));
   SYMMPIN_COLLECTIVE_CALL(c, SYMMPIN_COLL_ALLREDUCE, send, recv, count, dtype, op, comm, stream);
   int rc;
-  if (!symmpin_event_allreduce(&c, &rc)) {
+  if (!symmpin_event_collective(&c, &rc)) {
     rc = real(send, recv, count, dtype, op, comm, stream);
-    symmpin_event_allreduce_result(&c, rc);
+    symmpin_event_collective_result(&c, rc);
   }
   symmpin_guard_leave();
   return (ncclResult_t)rc;
@@ -352,9 +352,9 @@ SYMMPIN_EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t s
                      (send, recv, sendcount, dtype, comm, stream));
   SYMMPIN_COLLECTIVE_CALL(c, SYMMPIN_COLL_ALLGATHER, send, recv, sendcount, dtype, 0, comm, stream);
   int rc;
-  if (!symmpin_event_allreduce(&c, &rc)) {
+  if (!symmpin_event_collective(&c, &rc)) {
     rc = real(send, recv, sendcount, dtype, comm, stream);
-    symmpin_event_allreduce_result(&c, rc);
+    symmpin_event_collective_result(&c, rc);
   }
   symmpin_guard_leave();
   return (ncclResult_t)rc;
@@ -368,9 +368,9 @@ SYMMPIN_EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv, size
   SYMMPIN_COLLECTIVE_CALL(c, SYMMPIN_COLL_REDUCESCATTER, send, recv, recvcount, dtype, op, comm,
                           stream);
   int rc;
-  if (!symmpin_event_allreduce(&c, &rc)) {
+  if (!symmpin_event_collective(&c, &rc)) {
     rc = real(send, recv, recvcount, dtype, op, comm, stream);
-    symmpin_event_allreduce_result(&c, rc);
+    symmpin_event_collective_result(&c, rc);
   }
   symmpin_guard_leave();
   return (ncclResult_t)rc;

@@ -32,7 +32,7 @@ static bool arena_slot(symmpin_arena *a, const symmpin_plan *plan, unsigned long
 
 symmpin_reason symmpin_arena_route(symmpin_arena *arena, symmpin_comm *c, const symmpin_plan *plan,
                                    const symmpin_engine_call *ec, symmpin_plan_site *out) {
-  const symmpin_allreduce_call *a = ec->call;
+  const symmpin_coll_call *a = ec->call;
   const symmpin_config *cfg = symmpin_config_get();
   /* The capture state could not be read (ec->capture_id 0): maybe not a capture at all. NCCL,
    * rather than arena bytes a peer that knows better would not take. */
@@ -58,7 +58,7 @@ symmpin_reason symmpin_arena_route(symmpin_arena *arena, symmpin_comm *c, const 
     if (!arena->full_logged && plan->capture_bytes) {
       arena->full_logged = true;
       SYMMPIN_INFO("comm %d rank %d: the capture arena (%llu bytes, SYMMPIN_CAPTURE_BYTES) is "
-                   "full: all-reduces captured from now on go to NCCL",
+                   "full: collectives captured from now on go to NCCL",
                    c->ordinal, c->rank, (unsigned long long)plan->capture_bytes);
     }
     return SYMMPIN_REASON_CAPTURE;

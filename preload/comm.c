@@ -250,7 +250,7 @@ int symmpin_comm_fail(symmpin_comm *c, int code, const char *why) {
   if (kernels) *kernels = 1;
   if (first && why)
     SYMMPIN_INFO("comm %d rank %d: in error from now on (%s): ncclCommGetAsyncError and every "
-                 "later all-reduce report %d",
+                 "later collective call report %d",
                  c->ordinal, c->rank, why, code);
   return first ? code : none;
 }

@@ -30,11 +30,12 @@ typedef struct symmpin_comm {
   int device;              /* CUDA device of this rank */
   bool blocking;           /* false for non-blocking communicators (config.blocking = 0) */
   uint32_t splits;         /* ncclCommSplit calls on this communicator so far (child keys) */
-  uint64_t allreduces;     /* all-reduce calls seen on this communicator, counting the current
-                              one: preload increments it (under lock) before the engine sees
-                              the call, so allreduces is the call's index n = 1, 2, ... */
+  uint64_t collectives;    /* collective calls (all three, common/types.h) seen on this
+                              communicator, counting the current one: preload increments it
+                              (under lock) before the engine sees the call, so collectives is
+                              the call's index n = 1, 2, ... */
   pthread_mutex_t lock;    /* guards the fields below and the engine state. preload holds it
-                              while it calls symmpin_engine_allreduce and
+                              while it calls symmpin_engine_collective and
                               symmpin_engine_comm_release: the engine must not take it again */
   void *streams[SYMMPIN_MAX_STREAMS_PER_COMM]; /* stream ordinal -> handle, in order of first use */
   /* For the per-thread default stream (symmpin_comm_stream_is_per_thread), the thread that named

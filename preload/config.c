@@ -47,19 +47,20 @@ static const symmpin_config_var vars[] = {
      "write the statistics as JSON to this file pattern at exit (%r, %p, %h as for SYMMPIN_TRACE)",
      OFF(stats_file), 0, 0, NULL},
     {"SYMMPIN_WARMUP", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_WARMUP_DEFAULT),
-     "longest warm-up: all-reduce calls per communicator recorded before the first plan (it ends "
+     "longest warm-up: collective calls per communicator recorded before the first plan (it ends "
      "earlier once the sequence of calls repeats; docs/planner.md)",
      OFF(warmup), 1, SYMMPIN_WARMUP_MAX, NULL},
     {"SYMMPIN_MAX_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_MAX_BYTES_DEFAULT_MIB) "M",
-     "largest all-reduce (bytes) symmpin takes; larger ones go to NCCL", OFF(max_bytes), 0,
-     (uint64_t)1 << 40, NULL},
+     "largest collective symmpin takes (bytes of its larger buffer); larger ones go to NCCL",
+     OFF(max_bytes), 0, (uint64_t)1 << 40, NULL},
     {"SYMMPIN_GROUP_MAX_BYTES", SYMMPIN_CONFIG_SIZE,
      STR(SYMMPIN_PLAN_GROUP_MAX_BYTES_DEFAULT_KIB) "K",
-     "largest all-reduce (bytes) symmpin takes inside ncclGroupStart/End; larger grouped ones go "
+     "largest collective symmpin takes inside ncclGroupStart/End (bytes of its larger buffer); "
+     "larger grouped ones go "
      "to NCCL (the smallest value of any rank holds for all); 0: no limit but SYMMPIN_MAX_BYTES",
      OFF(group_max_bytes), 0, (uint64_t)1 << 40, NULL},
     {"SYMMPIN_CAPTURE_BYTES", SYMMPIN_CONFIG_SIZE, STR(SYMMPIN_PLAN_CAPTURE_BYTES_DEFAULT_MIB) "M",
-     "symmetric memory per communicator for all-reduces captured into CUDA graphs (the capture "
+     "symmetric memory per communicator for collectives captured into CUDA graphs (the capture "
      "arena, reserved at the first plan; a graph's calls on one stream share a slot per slot "
      "class); 0: captured calls go to NCCL",
      OFF(capture_bytes), 0, (uint64_t)1 << 36, NULL},
@@ -74,7 +75,7 @@ static const symmpin_config_var vars[] = {
     {"SYMMPIN_KERNEL_TIMEOUT_MS", SYMMPIN_CONFIG_UINT, "0",
      "longest wait of a symmpin kernel for a peer, in milliseconds; 0 (default): no deadline, a "
      "late peer is only late, as with NCCL. When it expires the communicator enters an error "
-     "state that ncclCommGetAsyncError and every later all-reduce report",
+     "state that ncclCommGetAsyncError and every later collective call report",
      OFF(kernel_timeout_ms), 0, 3600000, NULL},
     {"SYMMPIN_STACK_DEPTH", SYMMPIN_CONFIG_UINT, STR(SYMMPIN_STACK_DEPTH_DEFAULT),
      "return addresses hashed into a call-site id (1 = the direct caller, cheapest; see "
@@ -94,7 +95,8 @@ static const symmpin_config_var vars[] = {
      "like all-reduces",
      OFF(reducescatter), 0, 0, NULL},
     {"SYMMPIN_MEASURE", SYMMPIN_CONFIG_BOOL, "0",
-     "time sampled eager all-reduces with CUDA events (each site's first 8 calls on each path, "
+     "time sampled eager collective calls with CUDA events (each site's first 8 calls on each "
+     "path, "
      "then one in 16), on NCCL before a site is pinned and on symmpin after, for the "
      "statistics' time per call and the time saved (symmpin run sets it)",
      OFF(measure), 0, 0, NULL},
@@ -105,12 +107,12 @@ static const symmpin_config_var vars[] = {
      OFF(choose), 0, 0, symmpin_choice_mode_names},
     {"SYMMPIN_TEST_FAULT", SYMMPIN_CONFIG_STRING, "",
      "tests only: inject one fault, skip:RANK:CALL (that rank fails to launch the kernel of "
-     "its CALL-th all-reduce on each communicator) or diverge:RANK:CALL (that rank sends that "
+     "its CALL-th collective call on each communicator) or diverge:RANK:CALL (that rank sends that "
      "call to NCCL while its peers redirect it)",
      OFF(test_fault), 0, 0, NULL},
     {"SYMMPIN_TEST_ONE_RANK", SYMMPIN_CONFIG_BOOL, "0",
-     "tests only: redirect the all-reduces of one-rank communicators too (otherwise NCCL keeps "
-     "them: its one-rank all-reduce is a copy at most), so that one GPU can run the redirect path",
+     "tests only: redirect the collectives of one-rank communicators too (otherwise NCCL keeps "
+     "them: its one-rank collective is a copy at most), so that one GPU can run the redirect path",
      OFF(test_one_rank), 0, 0, NULL},
 };
 

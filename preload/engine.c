@@ -48,9 +48,9 @@ static test_fault fault_parse(const char *s) {
   if (sscanf(s, "%15[a-z]:%d:%llu", kind, &rank, &call) == 3 && rank >= 0 && call > 0 &&
       (!strcmp(kind, "skip") || !strcmp(kind, "diverge"))) {
     f = (test_fault){!strcmp(kind, "skip") ? FAULT_SKIP : FAULT_DIVERGE, rank, call};
-    SYMMPIN_WARN("SYMMPIN_TEST_FAULT=%s: rank %d %s its all-reduce call %llu on each "
-                 "communicator (a test)", s, rank,
-                 f.kind == FAULT_SKIP ? "fails to launch" : "sends to NCCL", call);
+    SYMMPIN_WARN("SYMMPIN_TEST_FAULT=%s: rank %d %s its collective call %llu on each "
+                 "communicator (a test)",
+                 s, rank, f.kind == FAULT_SKIP ? "fails to launch" : "sends to NCCL", call);
   } else {
     SYMMPIN_WARN("SYMMPIN_TEST_FAULT=%s: not skip:RANK:CALL or diverge:RANK:CALL; ignored", s);
   }
@@ -216,7 +216,7 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
  * stream, on the communicator's device (the legacy stream is per device). Once the event has
  * completed, so has call 1, on every rank. One try: never knowing is only slower (a timeout). */
 static void first_call_note(symmpin_comm *c, struct symmpin_engine_comm *e, uint64_t n,
-                            const symmpin_allreduce_call *a, bool capturing) {
+                            const symmpin_coll_call *a, bool capturing) {
   if (!e->first_tried) {
     e->first_tried = true;
     if (n == 1 && c->blocking && a->count > 0 && !capturing) {
@@ -372,7 +372,7 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (c->nranks > SYMMPIN_KERNEL_MAX_RANKS) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "more ranks than the kernels support");
   } else if (c->nranks < 2 && !cfg->test_one_rank) {
-    engine_off(c, e, SYMMPIN_REASON_COMM, "one rank (NCCL's all-reduce is a copy at most)");
+    engine_off(c, e, SYMMPIN_REASON_COMM, "one rank (NCCL's collective is a copy at most)");
   } else if (!symmpin_banner_nccl_supported()) {
     engine_off(c, e, SYMMPIN_REASON_COMM, "this NCCL version is not supported (see the WARN line)");
   } else if (kernels_ok != SYMMPIN_OK) {
@@ -460,23 +460,24 @@ static void report_kernel_timeout(symmpin_comm *c, struct symmpin_engine_comm *e
     return;
   e->timeout_reported = true;
   if (e->err_host->mismatch) {
-    SYMMPIN_WARN("comm %d rank %d: an all-reduce at site %016llx met rank %d's data of another call "
-                 "on its slot (the ranks' calls on that slot are out of step: a rank skipped or "
-                 "repeated one) and gave up; its result is wrong, so this communicator is now in "
-                 "error (ncclCommGetAsyncError and every later all-reduce report ncclRemoteError)",
-                 c->ordinal, c->rank, (unsigned long long)e->err_host->site,
-                 (int)e->err_host->peer);
-    if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_KERNEL_FAILED, c->allreduces);
+    SYMMPIN_WARN(
+        "comm %d rank %d: a collective at site %016llx met rank %d's data of another call "
+        "on its slot (the ranks' calls on that slot are out of step: a rank skipped or "
+        "repeated one) and gave up; its result is wrong, so this communicator is now in "
+        "error (ncclCommGetAsyncError and every later collective call report ncclRemoteError)",
+        c->ordinal, c->rank, (unsigned long long)e->err_host->site, (int)e->err_host->peer);
+    if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_KERNEL_FAILED, c->collectives);
     return;
   }
-  SYMMPIN_WARN("comm %d rank %d: an all-reduce at site %016llx gave up waiting for rank %d after "
-               "SYMMPIN_KERNEL_TIMEOUT_MS; its result is wrong, so this communicator is now in "
-               "error (ncclCommGetAsyncError and every later all-reduce report ncclRemoteError). "
-               "The ranks called different all-reduces at that point, or rank %d stopped.",
-               c->ordinal, c->rank, (unsigned long long)e->err_host->site,
-               (int)e->err_host->peer, (int)e->err_host->peer);
+  SYMMPIN_WARN(
+      "comm %d rank %d: a collective at site %016llx gave up waiting for rank %d after "
+      "SYMMPIN_KERNEL_TIMEOUT_MS; its result is wrong, so this communicator is now in "
+      "error (ncclCommGetAsyncError and every later collective call report ncclRemoteError). "
+      "The ranks called different collectives at that point, or rank %d stopped.",
+      c->ordinal, c->rank, (unsigned long long)e->err_host->site, (int)e->err_host->peer,
+      (int)e->err_host->peer);
   /* The peers' kernels may wait for this rank's next call on that slot: tell them. */
-  if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_KERNEL_FAILED, c->allreduces);
+  if (e->agree) (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_KERNEL_FAILED, c->collectives);
 }
 
 void symmpin_engine_comm_report_failure(symmpin_comm *c) {
@@ -567,7 +568,7 @@ static void orders_free(struct symmpin_engine_comm *e) {
 static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
                            const symmpin_engine_call *ec, const symmpin_plan_site *slot,
                            uint64_t n, symmpin_kernel_call *k) {
-  const symmpin_allreduce_call *a = ec->call;
+  const symmpin_coll_call *a = ec->call;
   *k = (symmpin_kernel_call){
       .slot_bytes = slot->slot_bytes,
       .rank = c->rank,
@@ -678,8 +679,9 @@ static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
     symmpin_devscope_leave(&s);
   }
   if (!ok)
-    SYMMPIN_WARN("comm %d rank %d: launching the %d all-reduce(s) of a group from call %llu "
-                 "failed", c->ordinal, c->rank, b->n, (unsigned long long)b->first_call);
+    SYMMPIN_WARN("comm %d rank %d: launching the %d collective(s) of a group from call %llu "
+                 "failed",
+                 c->ordinal, c->rank, b->n, (unsigned long long)b->first_call);
   b->n = 0;
   return ok;
 }
@@ -687,7 +689,7 @@ static bool batch_flush(symmpin_comm *c, struct symmpin_engine_comm *e) {
 /* Hold call n for the group's launch, launching what is held first if it cannot join it. */
 static bool batch_add(symmpin_comm *c, struct symmpin_engine_comm *e, const symmpin_engine_call *ec,
                       const symmpin_plan_site *slot, uint64_t n) {
-  const symmpin_allreduce_call *a = ec->call;
+  const symmpin_coll_call *a = ec->call;
   group_batch *b = &e->batch;
   symmpin_kernel_call k;
   if (!kernel_call_of(c, e, ec, slot, n, &k)) return false;
@@ -764,8 +766,8 @@ int symmpin_engine_group_flush(symmpin_comm *c) {
   return SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR;
 }
 
-bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
-                              symmpin_reason *reason) {
+bool symmpin_engine_collective(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
+                               symmpin_reason *reason) {
   ec->timing = -1;
   if (c->rank < 0 || c->nranks < 1) {
     *reason = SYMMPIN_REASON_COMM; /* not known yet (non-blocking init in progress) */
@@ -780,8 +782,8 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
     *reason = e->off_reason;
     return false;
   }
-  const symmpin_allreduce_call *a = ec->call;
-  uint64_t n = c->allreduces;
+  const symmpin_coll_call *a = ec->call;
+  uint64_t n = c->collectives;
   ec->batched = false;
   ec->group_end = false;
   /* Calls held for a group's launch go first when a call outside that group comes (another
@@ -879,9 +881,11 @@ bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
      * reports the failure (ncclUnhandledCudaError) and enters the error state, so it never
      * launches a later call on this slot that the peers' waiting kernels would take for this
      * one; the alarm tells the peers, whose kernels then give up instead of waiting. */
-    SYMMPIN_WARN("comm %d rank %d: launching the all-reduce kernel for site %016llx (call %llu) "
-                 "failed%s", c->ordinal, c->rank, (unsigned long long)ec->site,
-                 (unsigned long long)n, fault_hits(c, FAULT_SKIP, n) ? " (SYMMPIN_TEST_FAULT)" : "");
+    SYMMPIN_WARN("comm %d rank %d: launching symmpin's %s kernel for site %016llx (call %llu) "
+                 "failed%s",
+                 c->ordinal, c->rank, symmpin_coll_name(ec->call->coll),
+                 (unsigned long long)ec->site, (unsigned long long)n,
+                 fault_hits(c, FAULT_SKIP, n) ? " (SYMMPIN_TEST_FAULT)" : "");
     (void)symmpin_agree_raise(e->agree, SYMMPIN_ALARM_LAUNCH_FAILED, n);
     enter_error(c, e, SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR);
     *rc = SYMMPIN_NCCL_UNHANDLED_CUDA_ERROR;
@@ -940,8 +944,10 @@ void symmpin_engine_comm_release(symmpin_comm *c) {
    * exits there): NCCL would not run its own part either. Launching them now could wait for ever
    * (a peer that ends first, or another rank of this thread whose release comes later). */
   if (e->batch.n)
-    SYMMPIN_WARN("comm %d rank %d: the communicator ended inside ncclGroupStart/End; the group's %d "
-                 "all-reduce(s) held for its end did not run", c->ordinal, c->rank, e->batch.n);
+    SYMMPIN_WARN(
+        "comm %d rank %d: the communicator ended inside ncclGroupStart/End; the group's %d "
+        "collective(s) held for its end did not run",
+        c->ordinal, c->rank, e->batch.n);
   e->batch.n = 0;
   c->engine = NULL;
   /* ncclCommFinalize keeps the handle (and so c) valid, and ncclCommGetAsyncError may still ask:

@@ -14,7 +14,7 @@
 
 /* Facts about one all-reduce the preload has already computed. */
 typedef struct symmpin_engine_call {
-  const symmpin_allreduce_call *call;
+  const symmpin_coll_call *call;
   uint64_t site;       /* site id (planner/site.h) */
   int stream_ord;      /* stream ordinal on the communicator */
   int group_depth;     /* this thread's ncclGroup depth at the call */
@@ -31,11 +31,11 @@ typedef struct symmpin_engine_call {
                           after the real outermost ncclGroupEnd, whatever path the call took */
 } symmpin_engine_call;
 
-/* Decide and, if symmpin takes it, enqueue the all-reduce. Returns true when taken (*rc = the
+/* Decide and, if symmpin takes it, enqueue the collective call. Returns true when taken (*rc = the
  * ncclResult_t to return). Otherwise *reason says why NCCL must run it, and if ec->timing >= 0
  * the caller calls symmpin_engine_nccl_done after NCCL's call. */
-bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
-                              symmpin_reason *reason);
+bool symmpin_engine_collective(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
+                               symmpin_reason *reason);
 /* The outermost ncclGroupEnd of the thread that made c's batched calls: launch them (one kernel
  * per stream and datatype). 0, or the ncclResult_t to report from ncclGroupEnd (the communicator
  * is then in error: the peers run those calls). Caller holds c->lock. */

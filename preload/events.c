@@ -49,9 +49,9 @@ static __thread uint64_t group_seq __attribute__((tls_model("initial-exec")));
 static __thread symmpin_comm **group_comms __attribute__((tls_model("initial-exec")));
 static __thread int ngroup_comms, group_comms_cap __attribute__((tls_model("initial-exec")));
 
-/* State carried from symmpin_event_allreduce to its _result on the same thread. */
+/* State carried from symmpin_event_collective to its _result on the same thread. */
 typedef struct pending_allreduce {
-  const symmpin_allreduce_call *call;
+  const symmpin_coll_call *call;
   symmpin_comm *comm;
   symmpin_engine_call ec;
   symmpin_reason reason;
@@ -583,7 +583,7 @@ void symmpin_event_group_end(int rc) {
 /* ---- all-reduce ---- */
 
 static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_path path) {
-  const symmpin_allreduce_call *c = p->call;
+  const symmpin_coll_call *c = p->call;
   symmpin_comm *cm = p->comm;
   if (cm && cm->stats)
     symmpin_stats_record_at(cm->stats, p->ec.site, &c->where, c->coll, c->count, c->dtype, c->op,
@@ -632,7 +632,7 @@ static void pending_done(pending_allreduce *p) {
   p->call = NULL;
 }
 
-bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
+bool symmpin_event_collective(const symmpin_coll_call *c, int *rc) {
   pending_allreduce *p = &pending_ar;
   pending_done(p); /* a previous call whose _result never came */
   /* Once the exit has begun, NCCL takes every call: the exit is releasing the communicators (and
@@ -694,11 +694,11 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
     pending_done(p);
     return true;
   }
-  cm->allreduces++;
+  cm->collectives++;
   p->ec.stream_ord = symmpin_comm_stream_ordinal(cm, c->stream);
   symmpin_reason reason = SYMMPIN_REASON_ERROR;
   p->ec.may_batch = group_may_hold(cm);
-  bool taken = symmpin_engine_allreduce(cm, &p->ec, rc, &reason);
+  bool taken = symmpin_engine_collective(cm, &p->ec, rc, &reason);
   symmpin_comm_unlock(cm);
   if ((taken && p->ec.batched) || p->ec.group_end) group_note_held(cm);
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
@@ -710,7 +710,7 @@ bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc) {
   return taken;
 }
 
-void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc) {
+void symmpin_event_collective_result(const symmpin_coll_call *c, int rc) {
   pending_allreduce *p = &pending_ar;
   if (p->call != c) return;
   if (p->ec.timing >= 0 && p->comm) { /* a sampled NCCL call (SYMMPIN_MEASURE): end its timing */

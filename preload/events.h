@@ -111,8 +111,8 @@ void symmpin_event_group_drop(void);
  * symmpin_engine_group_end), then leave the group. */
 void symmpin_event_group_end(int rc);
 
-/* One collective call as the wrappers pass it (named for the all-reduce, the first one served). */
-typedef struct symmpin_allreduce_call {
+/* One collective call as the wrappers pass it. */
+typedef struct symmpin_coll_call {
   const void *send;
   void *recv;
   size_t count;  /* NCCL's count argument (common/types.h) */
@@ -122,11 +122,11 @@ typedef struct symmpin_allreduce_call {
   void *stream;
   uint64_t stack; /* module-relative hash of the caller's return addresses */
   symmpin_site_where where; /* where the caller is, for reports (interpose/callsite.h); not hashed */
-} symmpin_allreduce_call;
+} symmpin_coll_call;
 
-/* Decide an all-reduce. Returns true if symmpin took it (then *rc is the ncclResult_t to return);
- * false: the wrapper calls the real ncclAllReduce and then reports with _result(). */
-bool symmpin_event_allreduce(const symmpin_allreduce_call *c, int *rc);
-void symmpin_event_allreduce_result(const symmpin_allreduce_call *c, int rc);
+/* Decide a collective call. Returns true if symmpin took it (then *rc is the ncclResult_t to
+ * return); false: the wrapper calls the real NCCL function and then reports with _result(). */
+bool symmpin_event_collective(const symmpin_coll_call *c, int *rc);
+void symmpin_event_collective_result(const symmpin_coll_call *c, int rc);
 
 #endif

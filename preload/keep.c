@@ -99,7 +99,7 @@ bool symmpin_keep_hold_for_graph(symmpin_keep *k, void *stream) {
   if (!ok) {
     if (!k->graph_refused_logged)
       SYMMPIN_WARN("a CUDA graph being captured cannot hold symmpin's pool (a CUDA user object): "
-                   "the captured all-reduce fails (its peers run symmpin's kernel for it)");
+                   "the captured collective fails (its peers run symmpin's kernel for it)");
     k->graph_refused_logged = true;
   }
   return ok;

@@ -65,7 +65,7 @@ int symmpin_timing_start(symmpin_timing **timing, symmpin_comm *c, symmpin_choic
     if (!choice && !measure_for_stats(c)) return -1;
     if (!(*timing = calloc(1, sizeof **timing))) return -1;
   }
-  const symmpin_allreduce_call *a = ec->call;
+  const symmpin_coll_call *a = ec->call;
   symmpin_plan_shape shape = {.count = a->count, .dtype = a->dtype, .op = a->op, .coll = a->coll};
   bool for_choice = choice_may && symmpin_choice_want(choice, &shape, redirected);
   bool for_stats =

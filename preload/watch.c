@@ -100,7 +100,7 @@ void symmpin_watch_start(uint64_t interval_ms) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!running)
       SYMMPIN_WARN("cannot start the watch thread: a divergent call is then caught only at the "
-                   "next all-reduce or ncclCommGetAsyncError");
+                   "next collective call or ncclCommGetAsyncError");
   }
   pthread_mutex_unlock(&watch_lock);
 }

@@ -65,12 +65,12 @@ int symmpin_engine_group_flush(symmpin_comm *c) {
   return stand_in_flush_rc;
 }
 
-bool symmpin_engine_allreduce(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
-                              symmpin_reason *reason) {
+bool symmpin_engine_collective(symmpin_comm *c, symmpin_engine_call *ec, int *rc,
+                               symmpin_reason *reason) {
   ec->timing = -1;
   ec->group_end = stand_in_want_group_end && ec->may_batch;
   stand_in_last_call = *ec;
-  stand_in_last_index = c->allreduces;
+  stand_in_last_index = c->collectives;
   if (ec->call->count == stand_in_take_count) {
     *rc = stand_in_take_rc;
     ec->batched = stand_in_hold && ec->may_batch;

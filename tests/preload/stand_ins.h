@@ -27,6 +27,6 @@ extern int stand_in_drops;      /* symmpin_engine_group_drop calls that had call
 extern bool stand_in_want_group_end; /* the engine asks for the end of groups it is called in */
 extern int stand_in_group_ends;      /* symmpin_engine_group_end calls, and the last one's rc */
 extern int stand_in_group_end_rc;
-extern uint64_t stand_in_last_index; /* c->allreduces seen by the engine */
+extern uint64_t stand_in_last_index; /* c->collectives seen by the engine */
 
 #endif

@@ -138,7 +138,7 @@ static void *holder(void *arg) {
     atomic_fetch_add(&race_hits, 1);
     int rank = c->rank;
     pthread_mutex_lock(&c->lock);
-    c->allreduces++;
+    c->collectives++;
     pthread_mutex_unlock(&c->lock);
     /* While held, nothing may free or reuse it: a freed entry is overwritten, a reused one gets
      * another rank. Hold it until the writer has unregistered it (or for a while). */

@@ -44,6 +44,7 @@ typedef struct spec {
   int group;         /* nonzero: inside ncclGroupStart/End; consecutive calls with one id are one
                         group, whose end follows its last call */
   int coll;          /* common/types.h: 0 all-reduce (the default), all-gather, reduce-scatter */
+  int dtype;         /* a common/types.h datatype; 0 (int8, unused here) stands for float32 */
 } spec;
 
 /* What the engine did with it. */
@@ -118,6 +119,12 @@ static void world_init(void) {
   config();
 }
 
+/* Every call of the default script made as collective coll instead (its sites and counts as they
+ * are: the count is the all-gather's or reduce-scatter's per-rank chunk). */
+static void script_coll(int coll) {
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < W.ncalls; i++) W.script[k][i].coll = coll;
+}
 /* The program's thread as it is when the rank calls NCCL (the rank's device is its number). */
 static void *program_ctx_of(int rank) {
   switch (W.program_ctx) {
@@ -173,17 +180,17 @@ static void *make_call(void *arg) {
   const spec *s = &W.script[ca->rank][ca->i];
   static int buf[1];
   /* The all-gather carries op 0, as the wrapper passes it. */
-  symmpin_allreduce_call a = {.send = buf,
-                              .recv = buf,
-                              .count = s->count,
-                              .dtype = SYMMPIN_FLOAT32,
-                              .op = s->coll == SYMMPIN_COLL_ALLGATHER ? 0 : SYMMPIN_SUM,
-                              .coll = s->coll,
-                              .comm = c->handle,
-                              .stream = s->stream};
+  symmpin_coll_call a = {.send = buf,
+                         .recv = buf,
+                         .count = s->count,
+                         .dtype = s->dtype ? s->dtype : SYMMPIN_FLOAT32,
+                         .op = s->coll == SYMMPIN_COLL_ALLGATHER ? 0 : SYMMPIN_SUM,
+                         .coll = s->coll,
+                         .comm = c->handle,
+                         .stream = s->stream};
   if (s->fail_launch) fake_fail_next_launch();
   pthread_mutex_lock(&c->lock);
-  c->allreduces++;
+  c->collectives++;
   symmpin_engine_call ec = {.call = &a, .site = s->site, .capturing = s->capturing,
                             .capture_id = s->capture_id, .group_depth = s->group ? 1 : 0,
                             .group_token = (uint64_t)s->group, .may_batch = s->group != 0,
@@ -193,7 +200,7 @@ static void *make_call(void *arg) {
   symmpin_reason reason = SYMMPIN_REASON_NONE;
   fake_ops_clear();
   program_thread_set(ca->rank);
-  o->taken = symmpin_engine_allreduce(c, &ec, &rc, &reason);
+  o->taken = symmpin_engine_collective(c, &ec, &rc, &reason);
   if (!o->taken) symmpin_engine_nccl_done(c, &ec, 0); /* as the preload does after NCCL's call */
   o->rc = rc;
   o->reason = reason;
@@ -333,8 +340,9 @@ Test(engine, a_call_on_another_stream_waits_only_for_the_latest_kernel_on_its_sl
  * puts it in the capture arena, rank 1 in its shape's eager slot. The ranks routed one call to
  * two slots; the route check turns that into the error state on both ranks within a few calls:
  * every later call returns ncclRemoteError (6) and launches nothing. Never a silent result. */
-Test(engine, a_call_captured_on_one_rank_only_puts_both_ranks_in_error) {
+static void captured_on_one_rank_only(int coll) {
   world_init();
+  script_coll(coll);
   W.script[0][150].stream = SG;
   W.script[0][150].capturing = true;
   W.script[0][150].capture_id = 5;
@@ -355,12 +363,22 @@ Test(engine, a_call_captured_on_one_rank_only_puts_both_ranks_in_error) {
     }
   }
 }
+Test(engine, a_call_captured_on_one_rank_only_puts_both_ranks_in_error) {
+  captured_on_one_rank_only(SYMMPIN_COLL_ALLREDUCE);
+}
+Test(engine, an_all_gather_captured_on_one_rank_only_puts_both_ranks_in_error) {
+  captured_on_one_rank_only(SYMMPIN_COLL_ALLGATHER);
+}
+Test(engine, a_reduce_scatter_captured_on_one_rank_only_puts_both_ranks_in_error) {
+  captured_on_one_rank_only(SYMMPIN_COLL_REDUCESCATTER);
+}
 
 /* A launch that fails on one rank: that rank returns ncclUnhandledCudaError (1) for that call at
  * once, and both ranks are in error from then on (rank 0 learns it through the board's alarm
  * within a few calls); neither launches anything after that. */
-Test(engine, a_failed_launch_is_an_error_on_every_rank) {
+static void failed_launch_on_one_rank(int coll) {
   world_init();
+  script_coll(coll);
   W.script[1][150].fail_launch = true;
   world_run();
   cr_assert_lt(first_taken(), 100);
@@ -376,6 +394,15 @@ Test(engine, a_failed_launch_is_an_error_on_every_rank) {
   cr_assert(err && err <= 160, "rank 0: an error by call 161 (first at %zu)", err + 1);
   for (size_t i = err; i < W.ncalls; i++)
     cr_assert_eq(W.out[0][i].offset, -1, "rank 0 call %zu: nothing launched", i + 1);
+}
+Test(engine, a_failed_launch_is_an_error_on_every_rank) {
+  failed_launch_on_one_rank(SYMMPIN_COLL_ALLREDUCE);
+}
+Test(engine, a_failed_all_gather_launch_is_an_error_on_every_rank) {
+  failed_launch_on_one_rank(SYMMPIN_COLL_ALLGATHER);
+}
+Test(engine, a_failed_reduce_scatter_launch_is_an_error_on_every_rank) {
+  failed_launch_on_one_rank(SYMMPIN_COLL_REDUCESCATTER);
 }
 
 /* cudaStreamPerThread (0x2) is a different stream on every thread. Rank 0 makes its calls there;
@@ -1119,5 +1146,37 @@ Test(engine, all_gathers_whose_counts_differ_between_ranks_stay_on_nccl) {
         cr_assert_not(W.out[k][i].taken, "all-gather call %zu of rank %d taken", i + 1, k);
       else if (i >= go)
         cr_assert(W.out[k][i].taken, "all-reduce call %zu of rank %d", i + 1, k);
+    }
+}
+
+/* Ranks whose reduce-scatters differ in datatype (rank 1 float16, rank 0 float32, one count: not
+ * a legal NCCL program either): no rank pins them (their records differ), so each stays on NCCL
+ * on every rank with the same reason; the all-reduces between them are redirected alike. */
+Test(engine, reduce_scatters_whose_datatypes_differ_between_ranks_stay_on_nccl) {
+  world_init();
+  for (int k = 0; k < RANKS; k++)
+    for (size_t i = 0; i < CALLS; i++) {
+      bool rs = i % 2 == 1;
+      W.script[k][i] = (spec){.site = rs ? 0xB2 : 0xA2,
+                              .count = rs ? 1024 : 256,
+                              .stream = S0,
+                              .coll = rs ? SYMMPIN_COLL_REDUCESCATTER : 0,
+                              .dtype = rs && k == 1 ? SYMMPIN_FLOAT16 : SYMMPIN_FLOAT32};
+    }
+  world_run();
+  size_t go = first_taken();
+  cr_assert_lt(go, 64, "the all-reduces are redirected from call %zu", go + 1);
+  for (size_t i = 0; i < W.ncalls; i++)
+    for (int k = 0; k < RANKS; k++) {
+      const outcome *o = &W.out[k][i];
+      if (i % 2 == 0) {
+        if (i >= go) cr_assert(o->taken, "all-reduce call %zu of rank %d", i + 1, k);
+        continue;
+      }
+      cr_assert_not(o->taken, "reduce-scatter call %zu of rank %d taken", i + 1, k);
+      cr_assert_eq(o->launches, 0, "reduce-scatter call %zu of rank %d launched", i + 1, k);
+      cr_assert_eq(o->reason, W.out[0][i].reason, "call %zu: rank %d's reason %s, rank 0's %s",
+                   i + 1, k, symmpin_reason_name(o->reason),
+                   symmpin_reason_name(W.out[0][i].reason));
     }
 }

@@ -116,10 +116,17 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert_eq(stand_in_prepares, 1);
   cr_assert_eq(stand_in_prepared_device, 3);
 
-  symmpin_allreduce_call call = {.send = (void *)0x100040, .recv = (void *)0x100400, .count = 100, .dtype = 7, .op = 0, .comm = h, .stream = (void *)0x5, .stack = 0xfeed};
+  symmpin_coll_call call = {.send = (void *)0x100040,
+                            .recv = (void *)0x100400,
+                            .count = 100,
+                            .dtype = 7,
+                            .op = 0,
+                            .comm = h,
+                            .stream = (void *)0x5,
+                            .stack = 0xfeed};
   int rc = -1;
-  cr_assert(!symmpin_event_allreduce(&call, &rc));
-  symmpin_event_allreduce_result(&call, 0);
+  cr_assert(!symmpin_event_collective(&call, &rc));
+  symmpin_event_collective_result(&call, 0);
   /* What the engine saw. */
   cr_assert_eq(stand_in_last_call.site,
                symmpin_site_id(0xfeed, 0, SYMMPIN_COLL_ALLREDUCE, 100, 7, 0));
@@ -136,8 +143,15 @@ Test(events, allreduce_inputs_and_trace) {
   stand_in_capturing = 1;
   stand_in_take_count = 8;
   stand_in_take_rc = 0;
-  symmpin_allreduce_call call2 = {.send = (void *)0x900000, .recv = (void *)0x900000, .count = 8, .dtype = 9, .op = 4, .comm = h, .stream = NULL, .stack = 0xfeed};
-  cr_assert(symmpin_event_allreduce(&call2, &rc));
+  symmpin_coll_call call2 = {.send = (void *)0x900000,
+                             .recv = (void *)0x900000,
+                             .count = 8,
+                             .dtype = 9,
+                             .op = 4,
+                             .comm = h,
+                             .stream = NULL,
+                             .stack = 0xfeed};
+  cr_assert(symmpin_event_collective(&call2, &rc));
   cr_assert_eq(rc, 0);
   symmpin_event_group_end(0);
   cr_assert_eq(stand_in_last_call.stream_ord, 1);
@@ -148,10 +162,17 @@ Test(events, allreduce_inputs_and_trace) {
   cr_assert_eq(symmpin_preload_group_depth(), 0);
 
   /* An unknown communicator never reaches the engine. */
-  symmpin_allreduce_call call3 = {.send = (void *)0x100000, .recv = (void *)0x100000, .count = 4, .dtype = 7, .op = 0, .comm = (void *)0xdead, .stream = NULL, .stack = 0xfeed};
+  symmpin_coll_call call3 = {.send = (void *)0x100000,
+                             .recv = (void *)0x100000,
+                             .count = 4,
+                             .dtype = 7,
+                             .op = 0,
+                             .comm = (void *)0xdead,
+                             .stream = NULL,
+                             .stack = 0xfeed};
   stand_in_last_index = 0;
-  cr_assert(!symmpin_event_allreduce(&call3, &rc));
-  symmpin_event_allreduce_result(&call3, 4);
+  cr_assert(!symmpin_event_collective(&call3, &rc));
+  symmpin_event_collective_result(&call3, 4);
   cr_assert_eq(stand_in_last_index, 0);
 
   symmpin_trace_file tf;
@@ -220,17 +241,24 @@ Test(events, split_keys_and_lazy_ranks) {
   cr_assert_not_null(unknown->passthrough);
 
   /* Rank learned at the first all-reduce that NCCL answers. */
-  symmpin_allreduce_call call = {.send = (void *)0x1, .recv = (void *)0x1, .count = 4, .dtype = 7, .op = 0, .comm = (void *)0x300, .stream = NULL, .stack = 1};
+  symmpin_coll_call call = {.send = (void *)0x1,
+                            .recv = (void *)0x1,
+                            .count = 4,
+                            .dtype = 7,
+                            .op = 0,
+                            .comm = (void *)0x300,
+                            .stream = NULL,
+                            .stack = 1};
   int rc;
   stand_in_comm_rc = 7; /* ncclInProgress */
-  symmpin_event_allreduce(&call, &rc);
-  symmpin_event_allreduce_result(&call, 0);
+  symmpin_event_collective(&call, &rc);
+  symmpin_event_collective_result(&call, 0);
   cr_assert_eq(s0->rank, -1);
   stand_in_comm_rc = 0;
   stand_in_comm_rank = 1;
   stand_in_comm_nranks = 2;
-  symmpin_event_allreduce(&call, &rc);
-  symmpin_event_allreduce_result(&call, 0);
+  symmpin_event_collective(&call, &rc);
+  symmpin_event_collective_result(&call, 0);
   cr_assert_eq(s0->rank, 1);
   cr_assert_eq(s0->nranks, 2);
 
@@ -265,8 +293,15 @@ Test(events, statistics) {
   stand_in_take_count = 16;
   int rc;
   for (int i = 0; i < 5; i++) {
-    symmpin_allreduce_call a = {.send = (void *)0x1, .recv = (void *)0x1, .count = i < 3 ? 16 : 32, .dtype = 7, .op = 0, .comm = h, .stream = NULL, .stack = 42};
-    if (!symmpin_event_allreduce(&a, &rc)) symmpin_event_allreduce_result(&a, 0);
+    symmpin_coll_call a = {.send = (void *)0x1,
+                           .recv = (void *)0x1,
+                           .count = i < 3 ? 16 : 32,
+                           .dtype = 7,
+                           .op = 0,
+                           .comm = h,
+                           .stream = NULL,
+                           .stack = 42};
+    if (!symmpin_event_collective(&a, &rc)) symmpin_event_collective_result(&a, 0);
   }
   uint64_t s16 = symmpin_site_id(42, 0, SYMMPIN_COLL_ALLREDUCE, 16, 7, 0),
            s32 = symmpin_site_id(42, 0, SYMMPIN_COLL_ALLREDUCE, 32, 7, 0);
@@ -303,8 +338,15 @@ Test(events, statistics) {
   cr_assert(!symmpin_stats_want_timing(c->stats, s16, true), "8 timings, 3 calls: not now");
   cr_assert(symmpin_stats_want_timing(c->stats, s16, false), "still 2 of 8 on NCCL");
   for (int i = 0; i < SYMMPIN_STATS_TIMED_EVERY - 3; i++) {
-    symmpin_allreduce_call a = {.send = (void *)0x1, .recv = (void *)0x1, .count = 16, .dtype = 7, .op = 0, .comm = h, .stream = NULL, .stack = 42};
-    if (!symmpin_event_allreduce(&a, &rc)) symmpin_event_allreduce_result(&a, 0);
+    symmpin_coll_call a = {.send = (void *)0x1,
+                           .recv = (void *)0x1,
+                           .count = 16,
+                           .dtype = 7,
+                           .op = 0,
+                           .comm = h,
+                           .stream = NULL,
+                           .stack = 42};
+    if (!symmpin_event_collective(&a, &rc)) symmpin_event_collective_result(&a, 0);
   }
   cr_assert(symmpin_stats_want_timing(c->stats, s16, true), "the site's 16th call");
   cr_assert(!symmpin_stats_want_timing(NULL, s16, true), "no statistics: never");
@@ -415,9 +457,13 @@ Test(events, forked_child_touches_nothing_of_the_parent) {
     symmpin_preload_exit(); /* what the child's exit would run */
     if (stand_in_releases != 0) bad |= 2;
     int rc = 0;
-    symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7,
-                                   .comm = (void *)0xc0ffee, .stack = 1};
-    if (symmpin_event_allreduce(&call, &rc)) bad |= 4;
+    symmpin_coll_call call = {.send = (void *)1,
+                              .recv = (void *)1,
+                              .count = 8,
+                              .dtype = 7,
+                              .comm = (void *)0xc0ffee,
+                              .stack = 1};
+    if (symmpin_event_collective(&call, &rc)) bad |= 4;
     _exit(bad);
   }
   int status = 0;
@@ -446,18 +492,22 @@ Test(events, a_kernel_that_gave_up_is_an_error_the_program_sees) {
   cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), 0, "nothing failed yet");
   stand_in_take_count = 8;
   int rc = -1;
-  symmpin_allreduce_call call = {.send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7,
-                                 .comm = (void *)0xe1, .stack = 1};
-  cr_assert(symmpin_event_allreduce(&call, &rc));
+  symmpin_coll_call call = {.send = (void *)1,
+                            .recv = (void *)1,
+                            .count = 8,
+                            .dtype = 7,
+                            .comm = (void *)0xe1,
+                            .stack = 1};
+  cr_assert(symmpin_event_collective(&call, &rc));
   cr_assert_eq(rc, 0);
-  uint64_t calls_before = c->allreduces;
+  uint64_t calls_before = c->collectives;
   gave_up = 1;
   cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), SYMMPIN_NCCL_REMOTE_ERROR);
   call.count = 4; /* a call the (stand-in) engine would leave to NCCL: it must not run either */
   rc = -1;
-  cr_assert(symmpin_event_allreduce(&call, &rc), "taken: NCCL must not pair it with a peer's");
+  cr_assert(symmpin_event_collective(&call, &rc), "taken: NCCL must not pair it with a peer's");
   cr_assert_eq(rc, SYMMPIN_NCCL_REMOTE_ERROR);
-  cr_assert_eq(c->allreduces, calls_before, "the engine never saw it");
+  cr_assert_eq(c->collectives, calls_before, "the engine never saw it");
   cr_assert_eq(stand_in_failure_reports, 1);
   gave_up = 0; /* sticky: the error stays */
   cr_assert_eq(symmpin_event_comm_async_error((void *)0xe1), SYMMPIN_NCCL_REMOTE_ERROR);
@@ -502,9 +552,9 @@ Test(events, the_first_failure_stands_and_stops_the_kernels) {
   cr_expect_eq(symmpin_event_comm_async_error(h), SYMMPIN_NCCL_REMOTE_ERROR);
   stand_in_take_count = 8;
   int rc = -1;
-  symmpin_allreduce_call call = {
+  symmpin_coll_call call = {
       .send = (void *)1, .recv = (void *)1, .count = 8, .dtype = 7, .comm = h, .stack = 1};
-  cr_assert(symmpin_event_allreduce(&call, &rc));
+  cr_assert(symmpin_event_collective(&call, &rc));
   cr_expect_eq(rc, SYMMPIN_NCCL_REMOTE_ERROR);
 
   /* The other order: a launch failure first; a kernel giving up afterwards does not replace it. */
@@ -573,17 +623,23 @@ Test(events, a_group_launches_the_calls_held_at_its_outermost_end) {
   stand_in_take_rc = 0;
   stand_in_hold = true;
   stand_in_flushes = 0;
-  symmpin_allreduce_call call = {.send = (void *)0x900000, .recv = (void *)0x900000, .count = 8,
-                                 .dtype = 9, .op = 4, .comm = h, .stream = NULL, .stack = 0xfeed};
+  symmpin_coll_call call = {.send = (void *)0x900000,
+                            .recv = (void *)0x900000,
+                            .count = 8,
+                            .dtype = 9,
+                            .op = 4,
+                            .comm = h,
+                            .stream = NULL,
+                            .stack = 0xfeed};
   int rc = -1;
-  cr_assert(symmpin_event_allreduce(&call, &rc));
+  cr_assert(symmpin_event_collective(&call, &rc));
   cr_assert_not(stand_in_last_call.may_batch, "outside a group");
   cr_assert_eq(symmpin_event_group_flush(), 0);
   cr_assert_eq(stand_in_flushes, 0);
   symmpin_event_group_start(0);
   symmpin_event_group_start(0);
   for (int i = 0; i < 3; i++) {
-    cr_assert(symmpin_event_allreduce(&call, &rc));
+    cr_assert(symmpin_event_collective(&call, &rc));
     cr_assert(stand_in_last_call.may_batch && stand_in_last_call.batched);
   }
   cr_assert_eq(symmpin_event_group_flush(), 0, "an inner end");
@@ -609,24 +665,24 @@ Test(events, an_engine_that_asks_is_told_the_outermost_group_end) {
   stand_in_hold = false;
   stand_in_want_group_end = true;
   stand_in_group_ends = 0;
-  symmpin_allreduce_call nccl_call = {.send = (void *)0x900000,
-                                      .recv = (void *)0x900000,
-                                      .count = 16,
-                                      .dtype = 9,
-                                      .op = 4,
-                                      .comm = h,
-                                      .stream = NULL,
-                                      .stack = 0xfeed};
+  symmpin_coll_call nccl_call = {.send = (void *)0x900000,
+                                 .recv = (void *)0x900000,
+                                 .count = 16,
+                                 .dtype = 9,
+                                 .op = 4,
+                                 .comm = h,
+                                 .stream = NULL,
+                                 .stack = 0xfeed};
   int rc = -1;
-  cr_assert_not(symmpin_event_allreduce(&nccl_call, &rc), "outside a group");
+  cr_assert_not(symmpin_event_collective(&nccl_call, &rc), "outside a group");
   cr_assert_not(stand_in_last_call.group_end, "outside a group nothing is asked");
-  symmpin_event_allreduce_result(&nccl_call, 0);
+  symmpin_event_collective_result(&nccl_call, 0);
   symmpin_event_group_start(0);
   symmpin_event_group_start(0);
   for (int i = 0; i < 2; i++) {
-    cr_assert_not(symmpin_event_allreduce(&nccl_call, &rc), "NCCL takes it");
+    cr_assert_not(symmpin_event_collective(&nccl_call, &rc), "NCCL takes it");
     cr_assert(stand_in_last_call.group_end);
-    symmpin_event_allreduce_result(&nccl_call, 0);
+    symmpin_event_collective_result(&nccl_call, 0);
   }
   cr_assert_eq(symmpin_event_group_flush(), 0);
   symmpin_event_group_end(0);
@@ -684,17 +740,23 @@ Test(events, a_simulated_group_end_drops_the_held_calls) {
   stand_in_take_rc = 0;
   stand_in_hold = true;
   stand_in_flushes = stand_in_drops = 0;
-  symmpin_allreduce_call call = {.send = (void *)0x900000, .recv = (void *)0x900000, .count = 8,
-                                 .dtype = 9, .op = 4, .comm = h, .stream = NULL, .stack = 0xfeed};
+  symmpin_coll_call call = {.send = (void *)0x900000,
+                            .recv = (void *)0x900000,
+                            .count = 8,
+                            .dtype = 9,
+                            .op = 4,
+                            .comm = h,
+                            .stream = NULL,
+                            .stack = 0xfeed};
   int rc = -1;
   symmpin_event_group_start(0);
-  cr_assert(symmpin_event_allreduce(&call, &rc) && stand_in_last_call.batched);
+  cr_assert(symmpin_event_collective(&call, &rc) && stand_in_last_call.batched);
   symmpin_event_group_drop();
   symmpin_event_group_end(0);
   cr_assert_eq(stand_in_drops, 1);
   cr_assert_eq(symmpin_preload_group_depth(), 0);
   symmpin_event_group_start(0);
-  cr_assert(symmpin_event_allreduce(&call, &rc) && stand_in_last_call.batched);
+  cr_assert(symmpin_event_collective(&call, &rc) && stand_in_last_call.batched);
   cr_assert_eq(symmpin_event_group_flush(), 0);
   symmpin_event_group_end(0);
   cr_assert_eq(stand_in_flushes, 1, "the next group launches at its end");
@@ -705,14 +767,14 @@ Test(events, a_simulated_group_end_drops_the_held_calls) {
 /* ---- the calls of NCCL 2.27-2.29 that change a communicator's life (events.h) ---- */
 
 static int taken_by_engine(void *h, size_t count) {
-  symmpin_allreduce_call call = {
+  symmpin_coll_call call = {
       .send = (void *)1, .recv = (void *)1, .count = count, .dtype = 7, .comm = h, .stack = 1};
   int rc = -1;
   stand_in_take_count = count;
   uint64_t before = stand_in_last_index;
   stand_in_last_index = 0;
-  bool taken = symmpin_event_allreduce(&call, &rc);
-  if (!taken) symmpin_event_allreduce_result(&call, 0);
+  bool taken = symmpin_event_collective(&call, &rc);
+  if (!taken) symmpin_event_collective_result(&call, 0);
   bool seen = stand_in_last_index != 0;
   stand_in_last_index = before;
   return taken ? 2 : seen ? 1 : 0; /* 2 taken, 1 the engine saw it, 0 it never did */

@@ -66,16 +66,16 @@ static void *waiter_main(void *arg) {
   (void)arg;
   static float buf[256];
   for (int i = 0; i < CALLS; i++) {
-    symmpin_allreduce_call c = {.send = buf,
-                                .recv = buf,
-                                .count = 256,
-                                .dtype = 7 /* float32 */,
-                                .op = 0,
-                                .comm = HANDLE,
-                                .stream = (void *)0x100,
-                                .stack = 0xA};
+    symmpin_coll_call c = {.send = buf,
+                           .recv = buf,
+                           .count = 256,
+                           .dtype = 7 /* float32 */,
+                           .op = 0,
+                           .comm = HANDLE,
+                           .stream = (void *)0x100,
+                           .stack = 0xA};
     int rc = 0;
-    if (!symmpin_event_allreduce(&c, &rc)) symmpin_event_allreduce_result(&c, 0);
+    if (!symmpin_event_collective(&c, &rc)) symmpin_event_collective_result(&c, 0);
     atomic_fetch_add(&progress, 1);
   }
   return NULL;

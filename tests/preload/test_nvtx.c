@@ -84,17 +84,17 @@ static void world_init(int nranks, size_t ncalls, int choose) {
 static void make_call(symmpin_comm *c, int rank, size_t i) {
   const spec *s = &W.script[rank][i];
   static int buf[1];
-  symmpin_allreduce_call a = {.send = buf,
-                              .recv = buf,
-                              .count = s->count,
-                              .dtype = SYMMPIN_FLOAT32,
-                              .op = SYMMPIN_SUM,
-                              .comm = c->handle,
-                              .stream = s->capturing ? SG : S0};
+  symmpin_coll_call a = {.send = buf,
+                         .recv = buf,
+                         .count = s->count,
+                         .dtype = SYMMPIN_FLOAT32,
+                         .op = SYMMPIN_SUM,
+                         .comm = c->handle,
+                         .stream = s->capturing ? SG : S0};
   if (s->site == 0xA) a.where = where_a;
   if (s->fail_launch) fake_fail_next_launch();
   pthread_mutex_lock(&c->lock);
-  c->allreduces++;
+  c->collectives++;
   symmpin_engine_call ec = {.call = &a,
                             .site = s->site,
                             .capturing = s->capturing,
@@ -106,7 +106,7 @@ static void make_call(symmpin_comm *c, int rank, size_t i) {
   fake_ctx_set(fake_ctx_primary(rank));
   int rc = 0;
   symmpin_reason reason = SYMMPIN_REASON_NONE;
-  bool taken = symmpin_engine_allreduce(c, &ec, &rc, &reason);
+  bool taken = symmpin_engine_collective(c, &ec, &rc, &reason);
   if (!taken) symmpin_engine_nccl_done(c, &ec, 0);
   bool last = s->group && (i + 1 == W.ncalls || W.script[rank][i + 1].group != s->group);
   if (last) {
@@ -400,7 +400,7 @@ Test(nvtx, a_failed_launch_marks_each_rank_in_error) {
   cr_assert_eq(count_equal(&all, "pop"), pushes.n, "every range ended");
 }
 
-/* A communicator of one rank: symmpin stays out of it (NCCL's all-reduce is a copy at most). The
+/* A communicator of one rank: symmpin stays out of it (NCCL's collective is a copy at most). The
  * tool sees the domain and one mark with the reason and why, once, whatever the calls. */
 Test(nvtx, a_communicator_symmpin_stays_out_of_is_marked_with_why) {
   tool(true);
@@ -411,7 +411,7 @@ Test(nvtx, a_communicator_symmpin_stays_out_of_is_marked_with_why) {
   cr_assert(recorded(&all));
   print_recorded("a_communicator_symmpin_stays_out_of_is_marked_with_why", &all);
   lines want = {.v = {"domain symmpin",
-                      "mark comm 0 rank 0/1: to NCCL: comm (one rank (NCCL's all-reduce is a copy "
+                      "mark comm 0 rank 0/1: to NCCL: comm (one rank (NCCL's collective is a copy "
                       "at most))"},
                 .n = 2};
   assert_same(&all, &want, "lines");
