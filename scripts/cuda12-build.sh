@@ -27,7 +27,7 @@ ln -sf "$(readlink -f "$CUDA/lib64/libnccl.so")" "$D/nccl/libnccl.so"
 cc -std=c11 -O2 -g -D_GNU_SOURCE -pthread -fno-optimize-sibling-calls -fno-ipa-icf -Wall -Wextra \
   -I "$D/include" -I "$D/nccl" -I . -I "$B" -I "$B/common" \
   tests/apps/allreduce_app.c tests/apps/launch.c -o "$D/symmpin-app-cu12" \
-  -L "$D/lib" -l:libcudart.so.12 -L "$D/nccl" -lnccl -lm -Wl,-rpath,'$ORIGIN/lib'
+  -L "$D/lib" -l:libcudart.so.12 -L "$D/nccl" -lnccl -lm -ldl -Wl,-rpath,'$ORIGIN/lib'
 # What it is: CUDA 12.8 headers, libcudart.so.12 NEEDED, and no CUDA 13 runtime.
 grep -Eq '#define CUDART_VERSION +120[0-9]0' "$D/include/cuda_runtime_api.h"
 readelf -d "$D/symmpin-app-cu12" | grep -q 'NEEDED.*\[libcudart.so.12\]'

@@ -6,15 +6,17 @@
  *   --mode threads  one process, one thread per GPU
  *   --mode single   one process, one thread driving all GPUs inside ncclGroupStart/End
  * Each iteration runs every datatype x op, with buffers from cudaMalloc (pointers moving inside one
- * large allocation from call to call, not 16-byte aligned), cudaMallocAsync and ncclMemAlloc, in
- * place and out of place, plus one all-reduce too large for symmpin. Inputs are drawn from small
- * sets of values (quarter integers, small integers, powers of two) that every datatype represents
- * exactly and whose sums and products over up to 8 ranks are exact too, so every result is checked
- * exactly against a CPU reference (avg with a tolerance: its division rounds), whatever order a
- * library reduces in, and a checksum of all outputs is compared across ranks. The outputs of avg
- * have a checksum of their own (an AVG line): it is compared across ranks too, but not with another
- * library's, which may round the average another way (NCCL premultiplies floating-point inputs by
- * 1/n, symmpin divides the sum: the same bits at 2, 4 and 8 ranks, not at 3).
+ * large allocation from call to call, not 16-byte aligned), cudaMallocAsync, ncclMemAlloc and the
+ * driver's cuMemAlloc (dlopen'ed, as allocators of their own do: no allocation a preload that
+ * wraps the runtime's and NCCL's allocators knows of), in place and out of place, plus one
+ * all-reduce too large for symmpin. Inputs are drawn from small sets of values (quarter integers,
+ * small integers, powers of two) that every datatype represents exactly and whose sums and products
+ * over up to 8 ranks are exact too, so every result is checked exactly against a CPU reference (avg
+ * with a tolerance: its division rounds), whatever order a library reduces in, and a checksum of
+ * all outputs is compared across ranks. The outputs of avg have a checksum of their own (an AVG
+ * line): it is compared across ranks too, but not with another library's, which may round the
+ * average another way (NCCL premultiplies floating-point inputs by 1/n, symmpin divides the sum:
+ * the same bits at 2, 4 and 8 ranks, not at 3).
  * --diverge makes even and odd ranks reach some all-reduces from different call sites (still the
  * same collectives, so NCCL matches them): symmpin must keep those on NCCL.
  * --split-hosts K (procs): after the checks on the world communicator, the same checks on a
@@ -36,6 +38,7 @@
  * Datatype codecs, check macros and the --version line come from tests/gpu/gpu_common.h (header
  * only); NCCL's datatype and op values are those of common/types.h's lists. */
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -59,7 +62,37 @@ _Static_assert((int)ncclNumTypes == (int)SYMMPIN_DTYPE_COUNT &&
                "NCCL's datatypes and ops are common/types.h's");
 
 #define MAX_RANKS SYMMPIN_TEST_LAUNCH_MAX_RANKS
-enum buf_kind { BUF_ARENA, BUF_ASYNC, BUF_NCCLMEM, BUF_KINDS };
+enum buf_kind { BUF_ARENA, BUF_ASYNC, BUF_NCCLMEM, BUF_DRIVER, BUF_KINDS };
+
+/* The CUDA driver's allocator, looked up at run time (no cuda.h, no libcuda at link time: the
+ * CUDA 12 build of this program has neither). CUdeviceptr is an unsigned long long on 64-bit
+ * hosts; the functions return CUresult, 0 for success. */
+typedef int (*cu_mem_alloc_fn)(unsigned long long *dptr, size_t bytes);
+typedef int (*cu_mem_free_fn)(unsigned long long dptr);
+static cu_mem_alloc_fn cu_mem_alloc;
+static cu_mem_free_fn cu_mem_free;
+
+static void driver_alloc_init(void) {
+  if (cu_mem_alloc) return;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) SYMMPIN_TEST_FAIL("dlopen libcuda.so.1: %s", dlerror());
+  cu_mem_alloc = (cu_mem_alloc_fn)dlsym(h, "cuMemAlloc_v2");
+  cu_mem_free = (cu_mem_free_fn)dlsym(h, "cuMemFree_v2");
+  if (!cu_mem_alloc || !cu_mem_free)
+    SYMMPIN_TEST_FAIL("libcuda.so.1 has no cuMemAlloc_v2/cuMemFree_v2");
+}
+
+static void *driver_alloc(size_t bytes) {
+  unsigned long long p = 0;
+  int rc = cu_mem_alloc(&p, bytes);
+  if (rc != 0) SYMMPIN_TEST_FAIL("cuMemAlloc_v2(%zu) returned CUresult %d", bytes, rc);
+  return (void *)(uintptr_t)p;
+}
+
+static void driver_free(void *p) {
+  int rc = cu_mem_free((unsigned long long)(uintptr_t)p);
+  if (rc != 0) SYMMPIN_TEST_FAIL("cuMemFree_v2 returned CUresult %d", rc);
+}
 
 typedef struct app_op {
   int coll; /* 0 ncclAllReduce, 1 ncclAllGather, 2 ncclReduceScatter (common/types.h) */
@@ -235,7 +268,7 @@ typedef struct rank_ctx {
   cudaStream_t main_stream, side_stream;
   char *arena;
   size_t arena_bytes, max_op_bytes;
-  void *bufs[256][2]; /* async / ncclMem buffers per op: send, recv (as many as ops[]) */
+  void *bufs[256][2]; /* async / ncclMem / driver buffers per op: send, recv (as many as ops[]) */
   void *host_in, *host_out;
   void *host_in_side; /* the side stream's input staging: both streams copy in at once */
   uint64_t checksum;  /* every output but avg's */
@@ -282,6 +315,12 @@ static void rank_setup(rank_ctx *c) {
     } else if (ops[k].kind == BUF_NCCLMEM) {
       SYMMPIN_TEST_NCCL(ncclMemAlloc(&c->bufs[k][0], b));
       SYMMPIN_TEST_NCCL(ncclMemAlloc(&c->bufs[k][1], b));
+    } else if (ops[k].kind == BUF_DRIVER) {
+      /* cudaSetDevice made the device's primary context current (CUDA 12+): the driver's
+       * allocation lives there, as the runtime's do. */
+      driver_alloc_init();
+      c->bufs[k][0] = driver_alloc(b);
+      c->bufs[k][1] = driver_alloc(b);
     }
   }
   SYMMPIN_TEST_CUDA(cudaMallocHost(&c->host_in, c->max_op_bytes));
@@ -305,7 +344,13 @@ static void rank_teardown(rank_ctx *c) {
       SYMMPIN_TEST_NCCL(ncclMemFree(c->bufs[k][1]));
     }
   }
-  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream));
+  SYMMPIN_TEST_CUDA(cudaStreamSynchronize(c->stream)); /* then no call still reads a buffer */
+  for (int k = 0; k < nops_total; k++) {
+    if (ops[k].kind == BUF_DRIVER) {
+      driver_free(c->bufs[k][0]);
+      driver_free(c->bufs[k][1]);
+    }
+  }
   SYMMPIN_TEST_CUDA(cudaFree(c->arena));
   if (c->sim_send) SYMMPIN_TEST_CUDA(cudaFree(c->sim_send));
   if (c->sim_recv) SYMMPIN_TEST_CUDA(cudaFree(c->sim_recv));
