@@ -37,9 +37,7 @@ symmpin_reason symmpin_arena_route(symmpin_arena *arena, symmpin_comm *c, const 
   /* The capture state could not be read (ec->capture_id 0): maybe not a capture at all. NCCL,
    * rather than arena bytes a peer that knows better would not take. */
   if (ec->capture_id == 0) return SYMMPIN_REASON_CAPTURE;
-  if ((a->coll == SYMMPIN_COLL_ALLGATHER && !cfg->allgather) ||
-      (a->coll == SYMMPIN_COLL_REDUCESCATTER && !cfg->reducescatter))
-    return SYMMPIN_REASON_OFF;
+  if (symmpin_config_colls_off(cfg) >> a->coll & 1u) return SYMMPIN_REASON_OFF;
   if (!symmpin_kernel_supports(a->coll, a->dtype, a->op)) return SYMMPIN_REASON_TYPE_OP;
   /* The message: the larger buffer (nranks x count for the all-gather and reduce-scatter). */
   uint64_t elems = symmpin_coll_send_count(a->coll, a->count, c->nranks);

@@ -312,6 +312,11 @@ const symmpin_config *symmpin_config_get(void) {
   return &process_config;
 }
 
+unsigned symmpin_config_colls_off(const symmpin_config *cfg) {
+  return (cfg->allgather ? 0u : 1u << SYMMPIN_COLL_ALLGATHER) |
+         (cfg->reducescatter ? 0u : 1u << SYMMPIN_COLL_REDUCESCATTER);
+}
+
 void symmpin_config_log_once(void) {
   pthread_once(&process_once, process_read);
   if (!atomic_exchange(&process_logged, 1)) config_notes_log(&process_notes);

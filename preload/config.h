@@ -79,6 +79,11 @@ void symmpin_config_read(const char *(*get)(const char *name, void *arg), void *
  * first use (thread-safe), quietly, which also applies SYMMPIN_DEBUG and SYMMPIN_DEBUG_FILE to the
  * logger before anything is logged (the file is created by the first line written). */
 const symmpin_config *symmpin_config_get(void);
+/* The collectives (common/types.h) the settings keep on NCCL (SYMMPIN_ALLGATHER=0,
+ * SYMMPIN_REDUCESCATTER=0), as a mask of 1 << coll: the plan's `supports` folds it in (ranks that
+ * differ get different digests), and routing and the capture arena refuse them (reason off). */
+unsigned symmpin_config_colls_off(const symmpin_config *cfg);
+
 /* Log what the process's read found (the INFO and WARN lines of symmpin_config_read), the first
  * time it is called; the preload calls it at the first communicator. */
 void symmpin_config_log_once(void);

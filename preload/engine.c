@@ -345,8 +345,7 @@ static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
               .first_call_done = op_first_call_done},
   };
   p.group_max_bytes = cfg->group_max_bytes;
-  p.colls_off = (cfg->allgather ? 0u : 1u << SYMMPIN_COLL_ALLGATHER) |
-                (cfg->reducescatter ? 0u : 1u << SYMMPIN_COLL_REDUCESCATTER);
+  p.colls_off = symmpin_config_colls_off(cfg);
   if (cfg->choose == SYMMPIN_CHOOSE_MEASURE) {
     e->choice = symmpin_choice_new(); /* without memory: the static choice */
     if (e->choice) {
@@ -437,9 +436,7 @@ static symmpin_reason reason_of(symmpin_plan_reason r) {
 
 /* SYMMPIN_ALLGATHER=0 / SYMMPIN_REDUCESCATTER=0. */
 static bool coll_off(int coll) {
-  const symmpin_config *cfg = symmpin_config_get();
-  return (coll == SYMMPIN_COLL_ALLGATHER && !cfg->allgather) ||
-         (coll == SYMMPIN_COLL_REDUCESCATTER && !cfg->reducescatter);
+  return symmpin_config_colls_off(symmpin_config_get()) >> coll & 1u;
 }
 
 static symmpin_reason stop_reason(symmpin_agree_stop s) {
