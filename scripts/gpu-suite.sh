@@ -20,7 +20,9 @@
 # symmpin side stops there, or earlier if the step's time runs out; over sockets a cycle takes
 # ~0.51 s with or without symmpin, so 1000 cycles need group d alone, SUITE_DEADLINE_S=590),
 # TWO_HOSTS_ROUNDS (2), RUN_TIMEOUT (240 s per run),
-# TEARDOWN_S (30 s after a run's results), SANITIZER_RANK_OPTS (sanitizer_ranks' tool options),
+# TEARDOWN_S (30 s after a run's results), FIRST_CALL_LIMIT_MS (20: symmpin's first all-reduce
+# at most this much above NCCL alone's, in straggler and two_hosts), SPD_RANK_COUNTS ("3 4": the
+# sp_decode step's rank counts run twice with symmpin), SANITIZER_RANK_OPTS (sanitizer_ranks' tool options),
 # STEP_TIMEOUT (per step, default per step below), SUITE_DEADLINE_S (560: steps that would start
 # later are NOT RUN, so one 10-minute device call always ends with the summary; 0: none),
 # LIFE_NCCL_DIR (the life step's NCCL 2.28.7+: PyTorch's, put first in LD_LIBRARY_PATH).
@@ -49,6 +51,12 @@ RANKS=${RANKS:-2}
 APP_RANK_COUNTS=${APP_RANK_COUNTS:-"$RANKS 3 4"}
 TRUST_RANK_COUNTS=${TRUST_RANK_COUNTS:-"$RANKS 3"}
 TEARDOWN_S=${TEARDOWN_S:-30}
+# How much later than NCCL alone's symmpin's first all-reduce may complete (straggler, two_hosts).
+# 20 ms: with ranks sharing one GPU over sockets NCCL's own first call varies by 20 ms from run to
+# run (51 to 70 ms on 2026-12-03), and a run with symmpin came +10.4 ms above its NCCL run, then
+# -4.2 ms in the next; the stall this guards against (the kernels loaded at the first call) was
+# +87 ms.
+FIRST_CALL_LIMIT_MS=${FIRST_CALL_LIMIT_MS:-20}
 SUITE_DEADLINE_S=${SUITE_DEADLINE_S:-560}
 export TEARDOWN_S
 # shellcheck source=scripts/suite_lib.sh
@@ -62,7 +70,7 @@ step_limit() { # the default bound of a step, in seconds
   case $1 in
   straggler) echo $((2 * ${STRAGGLE_MS:-60000} / 1000 + 200)) ;;
   trust_churn) echo $((${CHURN_SECONDS:-540} + 240)) ;;
-  sanitizer | trust_graphs | dedicated | tp_decode_compile) echo 480 ;;
+  sanitizer | trust_graphs | dedicated | tp_decode_compile | sp_decode) echo 480 ;;
   *) echo 300 ;;
   esac
 }
@@ -70,7 +78,7 @@ step_limit() { # the default bound of a step, in seconds
 step_need() { # the least time a step can finish in: with less left before the deadline, NOT RUN
   case $1 in
   straggler) echo $((2 * ${STRAGGLE_MS:-60000} / 1000 + 60)) ;;
-  trust_churn | tp_decode_compile) echo 150 ;;
+  trust_churn | tp_decode_compile | sp_decode) echo 150 ;;
   sanitizer | sanitizer_ranks | trust_graphs) echo 90 ;;
   *) echo 45 ;;
   esac
@@ -268,7 +276,8 @@ all=(info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threa
      trust_churn trust_busy life two_hosts mixed_hosts ddp tp dedicated bench speed tp_decode
      tp_decode_compile sp_decode dp_groups groups_back overlap)
 # Groups that each fit one 10-minute device call on one H200 (2 ranks sharing it; estimates from
-# the runs of 2026-12-02: a 230 s, b 470 s with a 60 s straggler, c unmeasured, d 560 s).
+# the runs of 2026-12-02: a 230 s, b 470 s with a 60 s straggler, d 560 s; 2026-12-03: b 356 s
+# with a 5 s straggler, c about 430 s with sp_decode's 277 s).
 declare -A groups=(
   [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy life bench speed"
   [b]="two_hosts mixed_hosts trust_graphs straggler ddp tp dedicated dp_groups"

@@ -101,8 +101,8 @@ s_straggler() { # a peer ${STRAGGLE_MS:-60000} ms late: the right result, as NCC
   local ms=${STRAGGLE_MS:-60000}
   SYMMPIN_CHOOSE=static RUN_TIMEOUT=$((ms / 1000 + 120)) compare_runs app-straggler '^RESULT|symmpin-app:' "$RANKS" 0 \
     "$APP" --mode procs --ranks "$RANKS" --straggle "$ms" || return 1
-  # The first all-reduce (before the late peer's call): within 10 ms of NCCL's.
-  "$PY" "$SUITE_ROOT/scripts/suite_first_call.py" --first-limit-ms "${FIRST_CALL_LIMIT_MS:-10}" \
+  # The first all-reduce (before the late peer's call): within FIRST_CALL_LIMIT_MS of NCCL's.
+  "$PY" "$SUITE_ROOT/scripts/suite_first_call.py" --first-limit-ms "$FIRST_CALL_LIMIT_MS" \
     "$OUT/logs/app-straggler.nccl.out" -- "$OUT/logs/app-straggler.symmpin.out"
 }
 s_deadline() { # with a kernel deadline, a peer later than it is an error the program sees, never
