@@ -35,6 +35,7 @@
 #define BENCH "symmpin-bench"
 #define MAX_SIZES 64
 #define MAX_DTYPES 2
+#define MAX_COLLS SYMMPIN_COLL_COUNT
 #define MAX_ROUNDS 64
 
 /* Failed checks end the rank with its number in the message (bench_die). */
@@ -50,10 +51,12 @@ extern const char *const bench_m_name[M_COUNT];
 #define SYMM_MASK ((1u << V_STAGED) | (1u << V_DIRECT))
 
 typedef struct opts {
-  size_t sizes[MAX_SIZES];
+  size_t sizes[MAX_SIZES]; /* bytes per rank: all-gather and reduce-scatter, the chunk */
   int nsizes;
   int dtypes[MAX_DTYPES];
   int ndtypes;
+  int colls[MAX_COLLS]; /* SYMMPIN_COLL_*, in --colls order */
+  int ncolls;
   int rounds;
   int nranks; /* 0: every visible GPU (at most SYMMPIN_KERNEL_MAX_RANKS) */
   bool single, quick, seed_set;
@@ -71,11 +74,11 @@ typedef struct rank_st {
   ncclComm_t comm;
   symmpin_board *board;
   symmpin_pool *pool;
-  void *send;                       /* cudaMalloc'd input of nccl and staged */
+  void *send;                       /* cudaMalloc'd input of nccl and staged (all: buf_bytes) */
   void *win_send;                   /* ncclMemAlloc'd input of nccl_win */
   void *out[V_COUNT];               /* outputs; out[V_WIN] is ncclMemAlloc'd */
   ncclWindow_t win[2];              /* windows of win_send and out[V_WIN] (NULL: not registered) */
-  void *slot[2][SYMMPIN_KERNEL_MAX_RANKS]; /* [form][rank] */
+  void *slot[SYMMPIN_KERNEL_SLOT_CLASSES][SYMMPIN_KERNEL_MAX_RANKS]; /* [slot class][rank] */
   symmpin_kernel_error *err[2], *err_dev[2]; /* per form: host view, device view */
   symmpin_kernel_call call[2];
   cudaGraphExec_t exec[V_COUNT];
@@ -91,28 +94,46 @@ typedef struct bench {
   uint64_t tid;
   uint32_t round;
   size_t max_bytes; /* the largest size */
-  size_t buf_bytes; /* device buffers: max_bytes rounded up to 2 MiB (NCCL's granularity) */
+  size_t max_buf;   /* the largest buffer of any call: nranks x max_bytes with an all-gather or a
+                       reduce-scatter in --colls, else max_bytes */
+  size_t buf_bytes; /* device buffers: max_buf rounded up to 2 MiB (NCCL's granularity) */
   bool reporter;    /* drives rank 0: prints and writes the CSV */
   bool win_ok, pool_ok;
   bool form_ok[2]; /* a form is dropped on every rank after a kernel timed out */
-  size_t slot_off[2], slot_bytes[2];
+  /* A slot per slot class (kernels/allreduce.h: calls of different classes never share slot
+   * bytes); 0 bytes: no call of the run has that class. */
+  size_t slot_off[SYMMPIN_KERNEL_SLOT_CLASSES], slot_bytes[SYMMPIN_KERNEL_SLOT_CLASSES];
   uint64_t timeout_cycles;
-  double *us; /* rank 0's per-call microseconds [mode][dtype][size][variant][round]; NAN: none */
-  int iters[MAX_SIZES];
-  uint8_t *bad; /* [dtype][size][variant]: a result check failed on some rank */
-  uint8_t *host_in, *host_out[V_COUNT];
+  /* rank 0's per-call microseconds [coll][mode][dtype][size][variant][round]; NAN: none. coll,
+   * dtype and size index o.colls, o.dtypes and o.sizes. */
+  double *us;
+  int iters[MAX_COLLS][MAX_SIZES];
+  uint8_t *bad; /* [coll][dtype][size][variant]: a result check failed on some rank */
+  uint8_t *host_in, *host_out[V_COUNT], *host_ref; /* max_buf bytes each */
   FILE *csv; /* the reporter's CSV, written a size at a time (NULL: none) */
   char gpu_desc[SYMMPIN_KERNEL_MAX_RANKS][128];
   char no_pool_why[192];
 } bench;
 
-static inline double *us_at(bench *b, int m, int d, int s, int v) {
-  size_t i = (((size_t)m * MAX_DTYPES + (size_t)d) * MAX_SIZES + (size_t)s) * V_COUNT + (size_t)v;
+static inline double *us_at(bench *b, int c, int m, int d, int s, int v) {
+  size_t i =
+      ((((size_t)c * M_COUNT + (size_t)m) * MAX_DTYPES + (size_t)d) * MAX_SIZES + (size_t)s) *
+          V_COUNT +
+      (size_t)v;
   return b->us + i * (size_t)b->o.rounds;
 }
 
-static inline uint8_t *bad_at(bench *b, int d, int s, int v) {
-  return b->bad + ((size_t)d * MAX_SIZES + (size_t)s) * V_COUNT + (size_t)v;
+static inline uint8_t *bad_at(bench *b, int c, int d, int s, int v) {
+  return b->bad + (((size_t)c * MAX_DTYPES + (size_t)d) * MAX_SIZES + (size_t)s) * V_COUNT +
+         (size_t)v;
+}
+
+/* Elements of a call's larger buffer (count: NCCL's count argument): the all-reduce's, the
+ * all-gather's recv, the reduce-scatter's send (nranks x count). */
+static inline size_t wide_count(const bench *b, int coll, size_t count) {
+  size_t send = symmpin_coll_send_count(coll, count, b->n);
+  size_t recv = symmpin_coll_recv_count(coll, count, b->n);
+  return send > recv ? send : recv;
 }
 
 static inline void tally(rank_st *s, bool ok) {
@@ -151,22 +172,27 @@ void bench_setup_buffers(bench *b);
 void bench_setup_pools(bench *b);
 void bench_teardown(bench *b);
 
-/* bench_time.c */
+/* bench_time.c. A shape is (collective, datatype, count); count is NCCL's count argument (the
+ * all-gather's and reduce-scatter's per-rank chunk). */
 int bench_form_of(int v);
-bool bench_usable(const bench *b, int v, int dtype, size_t count);
-void bench_issue(bench *b, int v, int dtype, size_t count, int calls);
+bool bench_exists(const bench *b, int v, int coll, int dtype); /* false: "n/a", never run */
+bool bench_usable(const bench *b, int v, int coll, int dtype, size_t count);
+/* The slot class (kernels/allreduce.h) of symmpin's call of this shape in input form `form`, whose
+ * slot it runs on. */
+int bench_slot_class(const bench *b, int coll, int dtype, size_t count, int form);
+void bench_issue(bench *b, int v, int coll, int dtype, size_t count, int calls);
 void bench_drop_graphs(bench *b);
-void bench_run_size(bench *b, int di, int si);
+void bench_run_size(bench *b, int ci, int di, int si);
 
 /* bench_check.c */
-void bench_check_size(bench *b, int di, int si, int dtype, size_t count);
-void bench_recheck_size(bench *b, int di, int si, int dtype, size_t count);
+void bench_check_size(bench *b, int ci, int di, int si, size_t count);
+void bench_recheck_size(bench *b, int ci, int di, int si, size_t count);
 
 /* bench_report.c (the reporter only, but bench_csv_usable) */
 int bench_csv_usable(const char *path); /* before the run: 0, or 2 after naming the problem */
 void bench_print_header(bench *b);
 void bench_report_begin(bench *b);              /* the column header; opens the CSV */
-void bench_report_size(bench *b, int d, int s); /* one line per mode, CSV rows, flushed */
+void bench_report_size(bench *b, int c, int d, int s); /* a line per mode, CSV rows, flushed */
 void bench_print_tables(bench *b);
 void bench_print_verdicts(bench *b);
 void bench_report_end(bench *b); /* closes the CSV */

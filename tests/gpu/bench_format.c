@@ -6,23 +6,32 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-double bench_busbw_factor(int nranks) {
-  return nranks < 2 ? 0.0 : 2.0 * (double)(nranks - 1) / (double)nranks;
+double bench_busbw_factor(int coll, int nranks) {
+  if (nranks < 2) return 0.0;
+  double n = (double)nranks;
+  switch (coll) {
+  case SYMMPIN_COLL_ALLREDUCE: return 2.0 * (n - 1.0) / n;
+  case SYMMPIN_COLL_ALLGATHER:
+  case SYMMPIN_COLL_REDUCESCATTER: return (n - 1.0) / n;
+  default: return 0.0;
+  }
 }
 
-double bench_algbw(size_t bytes, double us) {
+double bench_algbw(int coll, size_t bytes, double us, int nranks) {
   if (!(us > 0.0) || isinf(us)) return NAN; /* NAN, zero, negative: nothing measured */
-  return (double)bytes / (us * 1e3);          /* bytes / (us * 1e-6 s) / 1e9 */
+  /* The call's size as NCCL's tests count it: the all-gather's recv, the reduce-scatter's send. */
+  double size = (double)bytes * (coll == SYMMPIN_COLL_ALLREDUCE ? 1.0 : (double)nranks);
+  return size / (us * 1e3); /* bytes / (us * 1e-6 s) / 1e9 */
 }
 
-double bench_busbw(size_t bytes, double us, int nranks) {
-  return bench_algbw(bytes, us) * bench_busbw_factor(nranks);
+double bench_busbw(int coll, size_t bytes, double us, int nranks) {
+  return bench_algbw(coll, bytes, us, nranks) * bench_busbw_factor(coll, nranks);
 }
 
 static double side_min(const bench_point *p, bool symmpin, bool median) {
   double m = NAN;
   for (int i = 0; i < p->nimpl; i++) {
-    if (p->impl[i].symmpin != symmpin) continue;
+    if (p->impl[i].symmpin != symmpin || p->impl[i].not_run) continue;
     double x = median ? p->impl[i].median_us : p->impl[i].best_us;
     if (!isnan(x) && (isnan(m) || x < m)) m = x;
   }
@@ -58,12 +67,13 @@ static int done(out *o) {
   return o->len;
 }
 
-/* Widths: "%12s %12s %5s %6s" in front, then per implementation " %9s%c %7s %7s", then " %6s". */
+/* Widths: "%13s %12s %12s %5s %6s" in front, then per implementation " %9s%c %7s %7s", then
+ * " %6s". 13: "reducescatter". */
 #define IMPL_W 27 /* characters per implementation group */
 
 int bench_format_line_header(const bench_point *p, char *buf, size_t cap) {
   out o = {buf, cap, 0};
-  put(&o, "#%*s", 12 + 1 + 12 + 1 + 5 + 1 + 6 - 1, "");
+  put(&o, "#%*s", 13 + 1 + 12 + 1 + 12 + 1 + 5 + 1 + 6 - 1, "");
   for (int i = 0; i < p->nimpl; i++) {
     /* the label centred over its three columns, in dashes: " ------ nccl ------" */
     const char *l = p->impl[i].label;
@@ -74,10 +84,10 @@ int bench_format_line_header(const bench_point *p, char *buf, size_t cap) {
         "--------------------------");
   }
   put(&o, "\n");
-  put(&o, "#%11s %12s %5s %6s", "size", "count", "type", "mode");
+  put(&o, "#%12s %12s %12s %5s %6s", "coll", "size", "count", "type", "mode");
   for (int i = 0; i < p->nimpl; i++) put(&o, " %9s  %7s %7s", "time", "algbw", "busbw");
   put(&o, " %6s\n", "ratio");
-  put(&o, "#%11s %12s %5s %6s", "(B)", "(elements)", "", "");
+  put(&o, "#%12s %12s %12s %5s %6s", "", "(B)", "(elements)", "", "");
   for (int i = 0; i < p->nimpl; i++) put(&o, " %9s  %7s %7s", "(us)", "(GB/s)", "(GB/s)");
   put(&o, "\n");
   return done(&o);
@@ -85,16 +95,18 @@ int bench_format_line_header(const bench_point *p, char *buf, size_t cap) {
 
 int bench_format_line(const bench_point *p, char *buf, size_t cap) {
   out o = {buf, cap, 0};
-  put(&o, "%12zu %12zu %5s %6s", p->bytes, p->count, p->dtype, p->mode);
+  put(&o, "%13s %12zu %12zu %5s %6s", symmpin_coll_name(p->coll), p->bytes, p->count, p->dtype,
+      p->mode);
   for (int i = 0; i < p->nimpl; i++) {
     const bench_impl *m = &p->impl[i];
     double t = m->median_us;
-    if (isnan(t)) {
-      put(&o, " %9s  %7s %7s", "-", "-", "-");
+    if (m->not_run || isnan(t)) {
+      const char *none = m->not_run ? "n/a" : "-";
+      put(&o, " %9s  %7s %7s", none, none, none);
       continue;
     }
-    put(&o, " %9.2f%c %7.2f %7.2f", t, m->check_ok ? ' ' : '!', bench_algbw(p->bytes, t),
-        bench_busbw(p->bytes, t, p->nranks));
+    put(&o, " %9.2f%c %7.2f %7.2f", t, m->check_ok ? ' ' : '!',
+        bench_algbw(p->coll, p->bytes, t, p->nranks), bench_busbw(p->coll, p->bytes, t, p->nranks));
   }
   double r = bench_point_ratio(p, true);
   if (isnan(r))
@@ -106,7 +118,7 @@ int bench_format_line(const bench_point *p, char *buf, size_t cap) {
 
 int bench_format_csv_header(char *buf, size_t cap) {
   out o = {buf, cap, 0};
-  put(&o, "mode,dtype,bytes,count,variant,nranks,calls,rounds,best_us,median_us,algbw_gbs,"
+  put(&o, "coll,mode,dtype,bytes,count,variant,nranks,calls,rounds,best_us,median_us,algbw_gbs,"
           "busbw_gbs,ratio_nccl,ratio_best,ratio_median,check_ok,samples_us\n");
   return done(&o);
 }
@@ -123,18 +135,20 @@ int bench_format_csv_row(const bench_point *p, int i, char *buf, size_t cap) {
   out o = {buf, cap, 0};
   if (i < 0 || i >= p->nimpl) return -1;
   const bench_impl *m = &p->impl[i];
-  put(&o, "%s,%s,%zu,%zu,%s,%d,%d,%d,", p->mode, p->dtype, p->bytes, p->count, m->name, p->nranks,
-      p->calls, p->rounds);
-  put_num(&o, m->best_us, ",");
-  put_num(&o, m->median_us, ",");
-  put_num(&o, bench_algbw(p->bytes, m->median_us), ",");
-  put_num(&o, bench_busbw(p->bytes, m->median_us, p->nranks), ",");
-  put_num(&o, m->median_us / p->impl[0].median_us, ",");
+  /* A form that does not exist is a row of nan: there, never silently left out. */
+  double best = m->not_run ? NAN : m->best_us, median = m->not_run ? NAN : m->median_us;
+  put(&o, "%s,%s,%s,%zu,%zu,%s,%d,%d,%d,", symmpin_coll_name(p->coll), p->mode, p->dtype, p->bytes,
+      p->count, m->name, p->nranks, p->calls, p->rounds);
+  put_num(&o, best, ",");
+  put_num(&o, median, ",");
+  put_num(&o, bench_algbw(p->coll, p->bytes, median, p->nranks), ",");
+  put_num(&o, bench_busbw(p->coll, p->bytes, median, p->nranks), ",");
+  put_num(&o, median / p->impl[0].median_us, ",");
   put_num(&o, bench_point_ratio(p, false), ",");
   put_num(&o, bench_point_ratio(p, true), ",");
   put(&o, "%d,", m->check_ok ? 1 : 0);
   for (int r = 0; r < m->nsamples; r++)
-    put_num(&o, m->samples_us[r], r + 1 < m->nsamples ? ";" : "");
+    put_num(&o, m->not_run ? NAN : m->samples_us[r], r + 1 < m->nsamples ? ";" : "");
   put(&o, "\n");
   return done(&o);
 }

@@ -1,15 +1,19 @@
-/* symmpin-bench: all-reduce latency of NCCL against symmpin's one-shot kernels, in one run.
+/* symmpin-bench: latency of NCCL's collectives against symmpin's one-shot kernels, in one run:
+ * the all-reduce (sum), and with --colls the all-gather and the reduce-scatter (sum), whose size
+ * is the per-rank chunk (NCCL's count argument).
  *
  * Variants, each timed eagerly (a host launch per call, back to back) and as CUDA-graph replays:
- *   nccl      ncclAllReduce on cudaMalloc'd buffers;
- *   nccl_win  ncclAllReduce on ncclMemAlloc'd buffers registered as symmetric windows
+ *   nccl      ncclAllReduce / ncclAllGather / ncclReduceScatter on cudaMalloc'd buffers;
+ *   nccl_win  the same on ncclMemAlloc'd buffers registered as symmetric windows
  *             (NCCL_WIN_COLL_SYMMETRIC: NCCL's own fastest small-message path);
  *   staged    symmpin_kernel_launch, input STAGED, user buffer -> separate output;
- *   direct    symmpin_kernel_launch, input IN_SLOT, input already in the slot's data area.
+ *   direct    symmpin_kernel_launch, input IN_SLOT, input already in the slot's data area (the
+ *             all-reduce's only: "n/a" for the others, which have no in-slot form).
  * symmpin's slots live in a symmetric pool (symmem/pool.h) agreed over a board (symmem/board.h),
  * exactly as the library's engine gets them. Results are checked before timing (random non-zero
- * data, a float64 reference over every rank's inputs, symmpin bitwise against NCCL on <= 2 ranks)
- * and symmpin's outputs again after timing (the replays must leave the same bits).
+ * data; all-reduce and reduce-scatter: a float64 reference over every rank's inputs, symmpin
+ * bitwise against NCCL on <= 2 ranks; all-gather: bitwise every rank's input) and symmpin's
+ * outputs again after timing (the replays must leave the same bits).
  *
  * Modes: one process per GPU (default; this program spawns itself once per rank with posix_spawn,
  * never fork after CUDA init; the mode that counts for eager numbers) and --single (one thread
@@ -42,13 +46,16 @@ static const size_t default_sizes[] = {8,        32,        128,       512,     
                                        2 << 20,  8 << 20,   32 << 20,  64 << 20};
 
 static void usage(void) {
-  printf("usage: " BENCH " [--single] [--ranks N] [--sizes LIST] [--dtypes LIST] [--rounds R]\n"
-         "                     [--csv PATH] [--quick] [--seed S] [--timeout SECONDS]\n"
-         "All-reduce latency of NCCL (plain and symmetric windows) against symmpin's one-shot\n"
+  printf("usage: " BENCH " [--single] [--ranks N] [--colls LIST] [--sizes LIST] [--dtypes LIST]\n"
+         "                     [--rounds R] [--csv PATH] [--quick] [--seed S] [--timeout SECONDS]\n"
+         "Collective latency of NCCL (plain and symmetric windows) against symmpin's one-shot\n"
          "kernels, eager and CUDA graph, in one run (docs/bench.md).\n"
          "  --single        one thread drives every GPU (default: one process per GPU)\n"
          "  --ranks N       GPUs to use, 1..%d (default: all visible)\n"
-         "  --sizes LIST    bytes, comma separated, K/M/G suffixes (default 8 .. 64M)\n"
+         "  --colls LIST    allreduce,allgather,reducescatter (default allreduce; sums)\n"
+         "  --sizes LIST    bytes per rank, comma separated, K/M/G suffixes (default 8 .. 64M);\n"
+         "                  allgather and reducescatter: the per-rank chunk (NCCL's count), so\n"
+         "                  their larger buffer is N x the size\n"
          "  --dtypes LIST   bf16,f32 (default both)\n"
          "  --rounds R      alternating rounds per size, 1..%d (default 5; 2 with --quick)\n"
          "  --csv PATH      where rank 0 writes the CSV, a size at a time (default\n"
@@ -113,6 +120,7 @@ enum {
   OPT_TIMEOUT,
   OPT_SIZES,
   OPT_DTYPES,
+  OPT_COLLS,
   OPT_VERSION,
   OPT_CHILD,   /* internal: --child RANK --nccl-id HEX, added by the parent */
   OPT_NCCL_ID, /* internal */
@@ -128,6 +136,7 @@ static const struct option longopts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"sizes", required_argument, NULL, OPT_SIZES},
     {"dtypes", required_argument, NULL, OPT_DTYPES},
+    {"colls", required_argument, NULL, OPT_COLLS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"child", required_argument, NULL, OPT_CHILD},
@@ -169,6 +178,25 @@ static int parse_list_dtypes(opts *o, const char *val) {
   return 0;
 }
 
+/* Collectives by common/types.h's names, in the order given. */
+static int parse_list_colls(opts *o, const char *val) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", val);
+  o->ncolls = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int c = symmpin_coll_from_name(t);
+    for (int k = 0; k < o->ncolls && c >= 0; k++)
+      if (o->colls[k] == c) c = -1;
+    if (c < 0)
+      return symmpin_test_usage_error(
+          BENCH, "unknown or repeated collective '%s' (allreduce, allgather, reducescatter)", t);
+    o->colls[o->ncolls++] = c;
+  }
+  if (!o->ncolls) return symmpin_test_usage_error(BENCH, "--colls names no collective");
+  return 0;
+}
+
 /* Returns -1 to go on, else the exit status (0 after --help or --version, 2 for a usage error). */
 static int parse_opts(int argc, char **argv, opts *o) {
   memset(o, 0, sizeof(*o));
@@ -180,6 +208,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
     o->sizes[o->nsizes++] = default_sizes[i];
   o->dtypes[o->ndtypes++] = SYMMPIN_BFLOAT16;
   o->dtypes[o->ndtypes++] = SYMMPIN_FLOAT32;
+  o->colls[o->ncolls++] = SYMMPIN_COLL_ALLREDUCE;
   bool rounds_set = false;
   long v = 0;
   int c, rc;
@@ -222,6 +251,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
     case OPT_DTYPES:
       if ((rc = parse_list_dtypes(o, optarg)) != 0) return rc;
       break;
+    case OPT_COLLS:
+      if ((rc = parse_list_colls(o, optarg)) != 0) return rc;
+      break;
     case OPT_CHILD:
       if (!symmpin_test_parse_int(optarg, 0, SYMMPIN_KERNEL_MAX_RANKS - 1, &v))
         return symmpin_test_usage_error(BENCH, "bad --child '%s'", optarg);
@@ -243,14 +275,23 @@ static void bench_run(bench *b, const ncclUniqueId *id, symmpin_comm_key key) {
   b->tid = (uint64_t)syscall(SYS_gettid);
   b->form_ok[0] = b->form_ok[1] = true;
   b->max_bytes = b->o.sizes[b->o.nsizes - 1];
-  b->buf_bytes = (b->max_bytes + ((size_t)2 << 20) - 1) / ((size_t)2 << 20) * ((size_t)2 << 20);
+  bool gathers = false; /* an all-gather in the run: host_ref holds what it must receive */
+  b->max_buf = b->max_bytes;
+  for (int k = 0; k < b->o.ncolls; k++) {
+    size_t wide = wide_count(b, b->o.colls[k], b->max_bytes); /* "elements" of 1 byte */
+    if (wide > b->max_buf) b->max_buf = wide;
+    gathers |= b->o.colls[k] == SYMMPIN_COLL_ALLGATHER;
+  }
+  b->buf_bytes = (b->max_buf + ((size_t)2 << 20) - 1) / ((size_t)2 << 20) * ((size_t)2 << 20);
   b->reporter = b->loc[0].rank == 0;
-  size_t nus = (size_t)M_COUNT * MAX_DTYPES * MAX_SIZES * V_COUNT * (size_t)b->o.rounds;
+  size_t nus = (size_t)MAX_COLLS * M_COUNT * MAX_DTYPES * MAX_SIZES * V_COUNT * (size_t)b->o.rounds;
   b->us = malloc(nus * sizeof(double));
-  b->bad = calloc((size_t)MAX_DTYPES * MAX_SIZES * V_COUNT, 1);
-  b->host_in = malloc(b->max_bytes);
-  for (int v = 0; v < V_COUNT; v++) b->host_out[v] = malloc(b->max_bytes);
-  if (!b->us || !b->bad || !b->host_in) bench_die("out of host memory");
+  b->bad = calloc((size_t)MAX_COLLS * MAX_DTYPES * MAX_SIZES * V_COUNT, 1);
+  b->host_in = malloc(b->max_buf);
+  b->host_ref = gathers ? malloc(b->max_buf) : NULL;
+  for (int v = 0; v < V_COUNT; v++) b->host_out[v] = malloc(b->max_buf);
+  if (!b->us || !b->bad || !b->host_in || (gathers && !b->host_ref))
+    bench_die("out of host memory");
   for (int v = 0; v < V_COUNT; v++)
     if (!b->host_out[v]) bench_die("out of host memory");
   for (size_t i = 0; i < nus; i++) b->us[i] = NAN;
@@ -280,10 +321,12 @@ static void bench_run(bench *b, const ncclUniqueId *id, symmpin_comm_key key) {
     bench_report_begin(b);
   }
 
-  for (int d = 0; d < b->o.ndtypes; d++) {
-    for (int s = 0; s < b->o.nsizes; s++) {
-      bench_run_size(b, d, s);
-      if (b->reporter) bench_report_size(b, d, s); /* as it goes: a line per mode, CSV rows */
+  for (int c = 0; c < b->o.ncolls; c++) {
+    for (int d = 0; d < b->o.ndtypes; d++) {
+      for (int s = 0; s < b->o.nsizes; s++) {
+        bench_run_size(b, c, d, s);
+        if (b->reporter) bench_report_size(b, c, d, s); /* as it goes: lines per mode, CSV rows */
+      }
     }
   }
 
@@ -297,6 +340,7 @@ static void bench_run(bench *b, const ncclUniqueId *id, symmpin_comm_key key) {
   free(b->us);
   free(b->bad);
   free(b->host_in);
+  free(b->host_ref);
   for (int v = 0; v < V_COUNT; v++) free(b->host_out[v]);
 }
 

@@ -1,8 +1,8 @@
-/* symmpin-bench's report (rank 0): the header; as the run goes, one line per (size, mode) in the
- * style of NCCL's tests and the CSV rows of that size (bench_format.c formats both), flushed at
- * once so that a long or interrupted run shows what it measured; then the tables of best and
- * median times, the verdict block, and the last line. docs/bench.md documents every line;
- * scripts/gpu-suite.sh reads the exit status. */
+/* symmpin-bench's report (rank 0): the header; as the run goes, one line per (collective, size,
+ * mode) in the style of NCCL's tests and the CSV rows of that size (bench_format.c formats both),
+ * flushed at once so that a long or interrupted run shows what it measured; then the tables of
+ * best and median times per collective, the verdict block, and the last line. docs/bench.md
+ * documents every line; scripts/gpu-suite.sh reads the exit status. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -37,10 +37,10 @@ static int cmp_double(const void *a, const void *b) {
 enum { ST_BEST, ST_MEDIAN };
 
 /* Best or median over the rounds that measured something; NAN if none did. */
-static double stat_of(bench *b, int m, int d, int s, int v, int which) {
+static double stat_of(bench *b, int c, int m, int d, int s, int v, int which) {
   double x[MAX_ROUNDS];
   int k = 0;
-  const double *p = us_at(b, m, d, s, v);
+  const double *p = us_at(b, c, m, d, s, v);
   for (int r = 0; r < b->o.rounds; r++)
     if (!isnan(p[r])) x[k++] = p[r];
   if (!k) return NAN;
@@ -49,58 +49,77 @@ static double stat_of(bench *b, int m, int d, int s, int v, int which) {
   return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
 }
 
-static double min_of(bench *b, int m, int d, int s, uint32_t mask, int which) {
+static double min_of(bench *b, int c, int m, int d, int s, uint32_t mask, int which) {
   double best = NAN;
   for (int v = 0; v < V_COUNT; v++) {
     if (!(mask & (1u << v))) continue;
-    double x = stat_of(b, m, d, s, v, which);
+    double x = stat_of(b, c, m, d, s, v, which);
     if (!isnan(x) && (isnan(best) || x < best)) best = x;
   }
   return best;
 }
 
 /* min(symmpin variants) / min(variants in den). */
-static double ratio(bench *b, int m, int d, int s, uint32_t den, int which) {
-  return min_of(b, m, d, s, SYMM_MASK, which) / min_of(b, m, d, s, den, which);
+static double ratio(bench *b, int c, int m, int d, int s, uint32_t den, int which) {
+  return min_of(b, c, m, d, s, SYMM_MASK, which) / min_of(b, c, m, d, s, den, which);
 }
 
-static void print_cell(double x, bool bad) {
-  if (isnan(x))
+/* Whether the run has a collective whose variants are not all there ("n/a" cells). */
+static bool any_not_run(bench *b) {
+  for (int c = 0; c < b->o.ncolls; c++)
+    for (int d = 0; d < b->o.ndtypes; d++)
+      for (int v = 0; v < V_COUNT; v++)
+        if (!bench_exists(b, v, b->o.colls[c], b->o.dtypes[d])) return true;
+  return false;
+}
+
+static void print_cell(double x, bool bad, bool not_run) {
+  if (not_run)
+    printf(" %8s ", "n/a");
+  else if (isnan(x))
     printf(" %8s ", "-");
   else
     printf(" %8.2f%c", x, bad ? '!' : ' ');
 }
 
 void bench_print_tables(bench *b) {
-  for (int m = 0; m < M_COUNT; m++) {
-    for (int d = 0; d < b->o.ndtypes; d++) {
-      printf("\n== %s, %s: us per call; left: best of %d rounds, right: median; "
-             "ratio = min(symmpin) / min(nccl, nccl_win) ==\n",
-             bench_m_name[m], symmpin_dtype_name(b->o.dtypes[d]), b->o.rounds);
-      printf("%9s %5s |", "bytes", "calls");
-      for (int half = 0; half < 2; half++) {
-        for (int v = 0; v < V_COUNT; v++) printf(" %9s", bench_v_short[v]);
-        printf(" %6s |", "ratio");
-      }
-      printf("\n");
-      for (int s = 0; s < b->o.nsizes; s++) {
-        char sz[24];
-        fmt_size(b->o.sizes[s], sz, sizeof(sz));
-        printf("%9s %5d |", sz, b->iters[s]);
-        for (int which = ST_BEST; which <= ST_MEDIAN; which++) {
-          for (int v = 0; v < V_COUNT; v++)
-            print_cell(stat_of(b, m, d, s, v, which), *bad_at(b, d, s, v) != 0);
-          double r = ratio(b, m, d, s, NCCL_MASK, which);
-          if (isnan(r))
-            printf(" %6s |", "-");
-          else
-            printf(" %6.2f |", r);
+  for (int c = 0; c < b->o.ncolls; c++) {
+    int coll = b->o.colls[c];
+    for (int m = 0; m < M_COUNT; m++) {
+      for (int d = 0; d < b->o.ndtypes; d++) {
+        printf("\n== %s, %s, %s: us per call; left: best of %d rounds, right: median; "
+               "ratio = min(symmpin) / min(nccl, nccl_win)%s ==\n",
+               symmpin_coll_name(coll), bench_m_name[m], symmpin_dtype_name(b->o.dtypes[d]),
+               b->o.rounds, coll == SYMMPIN_COLL_ALLREDUCE ? "" : "; bytes = the per-rank chunk");
+        printf("%9s %5s |", "bytes", "calls");
+        for (int half = 0; half < 2; half++) {
+          for (int v = 0; v < V_COUNT; v++) printf(" %9s", bench_v_short[v]);
+          printf(" %6s |", "ratio");
         }
         printf("\n");
+        for (int s = 0; s < b->o.nsizes; s++) {
+          char sz[24];
+          fmt_size(b->o.sizes[s], sz, sizeof(sz));
+          printf("%9s %5d |", sz, b->iters[c][s]);
+          for (int which = ST_BEST; which <= ST_MEDIAN; which++) {
+            for (int v = 0; v < V_COUNT; v++)
+              print_cell(stat_of(b, c, m, d, s, v, which), *bad_at(b, c, d, s, v) != 0,
+                         !bench_exists(b, v, coll, b->o.dtypes[d]));
+            double r = ratio(b, c, m, d, s, NCCL_MASK, which);
+            if (isnan(r))
+              printf(" %6s |", "-");
+            else
+              printf(" %6.2f |", r);
+          }
+          printf("\n");
+        }
       }
     }
   }
   printf("('!' = a result check of that variant failed at that size; '-' = not measured)\n");
+  if (any_not_run(b))
+    printf("('n/a' = not run: the kernels have no in-slot form of allgather and reducescatter, "
+           "kernels/select.c)\n");
 }
 
 typedef struct worst {
@@ -111,17 +130,17 @@ typedef struct worst {
   bool bad;
 } worst;
 
-static void worst_add(bench *b, worst *w, int m, int d, int s, uint32_t den) {
-  double r = ratio(b, m, d, s, den, ST_MEDIAN);
+static void worst_add(bench *b, worst *w, int c, int m, int d, int s, uint32_t den) {
+  double r = ratio(b, c, m, d, s, den, ST_MEDIAN);
   for (int v = 0; v < V_COUNT; v++)
-    if ((SYMM_MASK | den) & (1u << v)) w->bad |= *bad_at(b, d, s, v) != 0;
+    if ((SYMM_MASK | den) & (1u << v)) w->bad |= *bad_at(b, c, d, s, v) != 0;
   if (isnan(r)) {
     w->missing++;
     return;
   }
   if (!w->measured || r > w->r) {
     w->r = r;
-    w->r_best = ratio(b, m, d, s, den, ST_BEST);
+    w->r_best = ratio(b, c, m, d, s, den, ST_BEST);
     w->bytes = b->o.sizes[s];
     w->d = d;
     w->m = m;
@@ -147,65 +166,97 @@ static void print_target(bench *b, const char *what, const worst *w, double limi
          w->missing ? " (some sizes not measured)" : "", note);
 }
 
+/* The index of coll in o.colls, or -1. */
+static int coll_index(bench *b, int coll) {
+  for (int c = 0; c < b->o.ncolls; c++)
+    if (b->o.colls[c] == coll) return c;
+  return -1;
+}
+
+/* The first size whose median ratio exceeds 1 for one (collective, mode, dtype). */
+static void print_stops_winning(bench *b, int c, int m, int d) {
+  int first_loss = -1, last_win = -1, losses = 0;
+  char lost[512] = "";
+  for (int s = 0; s < b->o.nsizes; s++) {
+    double r = ratio(b, c, m, d, s, NCCL_MASK, ST_MEDIAN);
+    if (isnan(r)) continue;
+    if (r <= 1.0) {
+      if (first_loss < 0) last_win = s;
+      continue;
+    }
+    if (first_loss < 0) first_loss = s;
+    char sz[24];
+    fmt_size(b->o.sizes[s], sz, sizeof(sz));
+    size_t len = strlen(lost);
+    snprintf(lost + len, sizeof(lost) - len, "%s%s (%.2f)", losses++ ? ", " : "", sz, r);
+  }
+  printf("symmpin stops winning, %s %s %s: ", symmpin_coll_name(b->o.colls[c]), bench_m_name[m],
+         symmpin_dtype_name(b->o.dtypes[d]));
+  char a[24] = "-", z[24] = "-";
+  if (last_win >= 0) fmt_size(b->o.sizes[last_win], a, sizeof(a));
+  if (first_loss < 0 && last_win < 0) {
+    printf("nothing measured\n");
+  } else if (first_loss < 0) {
+    printf("never (wins through %s)\n", a);
+  } else {
+    fmt_size(b->o.sizes[first_loss], z, sizeof(z));
+    if (last_win >= 0)
+      printf("at %s (wins through %s); slower at: %s\n", z, a, lost);
+    else
+      printf("at %s, the smallest size measured; slower at: %s\n", z, lost);
+  }
+}
+
 void bench_print_verdicts(bench *b) {
   const size_t K = 1024, M = 1024 * 1024;
   printf("\n== verdict (ratios from medians over the rounds; best-of-rounds in brackets) ==\n");
-  worst t1 = {0}, t2 = {0}, t2b = {0}, t3 = {0};
-  for (int d = 0; d < b->o.ndtypes; d++) {
-    for (int s = 0; s < b->o.nsizes; s++) {
-      size_t x = b->o.sizes[s];
-      if (x >= K && x <= 64 * K) {
-        worst_add(b, &t1, M_GRAPH, d, s, 1u << V_WIN);
-        worst_add(b, &t2, M_EAGER, d, s, 1u << V_NCCL);
-        worst_add(b, &t2b, M_EAGER, d, s, NCCL_MASK);
-      }
-      if (x <= M) {
-        worst_add(b, &t3, M_EAGER, d, s, NCCL_MASK);
-        worst_add(b, &t3, M_GRAPH, d, s, NCCL_MASK);
-      }
-    }
-  }
-  print_target(b, "graph 1K-64K: symmpin <= 0.75 x nccl_win (symmetric window)", &t1, 0.75,
-               b->win_ok ? ""
-                         : " (NCCL registered no window: nccl_win is plain NCCL on ncclMemAlloc)");
-  print_target(b, "eager 1K-64K: symmpin <= 0.70 x nccl", &t2, 0.70,
-               b->o.single ? " (single-process run: the eager target counts per process per GPU)"
-                           : "");
-  print_target(b, "  (same, against the best NCCL variant)", &t2b, 0.70, "");
-  print_target(b, "<= 1M, eager and graph: symmpin <= 1.00 x best NCCL", &t3, 1.0, "");
-  for (int m = 0; m < M_COUNT; m++) {
+  /* The targets are the all-reduce's (issue 3); the other collectives get the last one. */
+  int ar = coll_index(b, SYMMPIN_COLL_ALLREDUCE);
+  if (ar >= 0) {
+    worst t1 = {0}, t2 = {0}, t2b = {0}, t3 = {0};
     for (int d = 0; d < b->o.ndtypes; d++) {
-      int first_loss = -1, last_win = -1, losses = 0;
-      char lost[512] = "";
       for (int s = 0; s < b->o.nsizes; s++) {
-        double r = ratio(b, m, d, s, NCCL_MASK, ST_MEDIAN);
-        if (isnan(r)) continue;
-        if (r <= 1.0) {
-          if (first_loss < 0) last_win = s;
-          continue;
+        size_t x = b->o.sizes[s];
+        if (x >= K && x <= 64 * K) {
+          worst_add(b, &t1, ar, M_GRAPH, d, s, 1u << V_WIN);
+          worst_add(b, &t2, ar, M_EAGER, d, s, 1u << V_NCCL);
+          worst_add(b, &t2b, ar, M_EAGER, d, s, NCCL_MASK);
         }
-        if (first_loss < 0) first_loss = s;
-        char sz[24];
-        fmt_size(b->o.sizes[s], sz, sizeof(sz));
-        size_t len = strlen(lost);
-        snprintf(lost + len, sizeof(lost) - len, "%s%s (%.2f)", losses++ ? ", " : "", sz, r);
-      }
-      printf("symmpin stops winning, %s %s: ", bench_m_name[m], symmpin_dtype_name(b->o.dtypes[d]));
-      char a[24] = "-", z[24] = "-";
-      if (last_win >= 0) fmt_size(b->o.sizes[last_win], a, sizeof(a));
-      if (first_loss < 0 && last_win < 0) {
-        printf("nothing measured\n");
-      } else if (first_loss < 0) {
-        printf("never (wins through %s)\n", a);
-      } else {
-        fmt_size(b->o.sizes[first_loss], z, sizeof(z));
-        if (last_win >= 0)
-          printf("at %s (wins through %s); slower at: %s\n", z, a, lost);
-        else
-          printf("at %s, the smallest size measured; slower at: %s\n", z, lost);
+        if (x <= M) {
+          worst_add(b, &t3, ar, M_EAGER, d, s, NCCL_MASK);
+          worst_add(b, &t3, ar, M_GRAPH, d, s, NCCL_MASK);
+        }
       }
     }
+    print_target(
+        b, "graph 1K-64K: symmpin <= 0.75 x nccl_win (symmetric window)", &t1, 0.75,
+        b->win_ok ? "" : " (NCCL registered no window: nccl_win is plain NCCL on ncclMemAlloc)");
+    print_target(b, "eager 1K-64K: symmpin <= 0.70 x nccl", &t2, 0.70,
+                 b->o.single ? " (single-process run: the eager target counts per process per GPU)"
+                             : "");
+    print_target(b, "  (same, against the best NCCL variant)", &t2b, 0.70, "");
+    print_target(b, "<= 1M, eager and graph: symmpin <= 1.00 x best NCCL", &t3, 1.0, "");
+  } else {
+    printf("all-reduce targets: not judged (allreduce not in --colls)\n");
   }
+  for (int c = 0; c < b->o.ncolls; c++) {
+    if (c == ar) continue;
+    worst t = {0};
+    for (int d = 0; d < b->o.ndtypes; d++) {
+      for (int s = 0; s < b->o.nsizes; s++) {
+        if (b->o.sizes[s] > M) continue;
+        worst_add(b, &t, c, M_EAGER, d, s, NCCL_MASK);
+        worst_add(b, &t, c, M_GRAPH, d, s, NCCL_MASK);
+      }
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "%s <= 1M chunk, eager and graph: symmpin <= 1.00 x best NCCL",
+             symmpin_coll_name(b->o.colls[c]));
+    print_target(b, what, &t, 1.0, "");
+  }
+  for (int c = 0; c < b->o.ncolls; c++)
+    for (int m = 0; m < M_COUNT; m++)
+      for (int d = 0; d < b->o.ndtypes; d++) print_stops_winning(b, c, m, d);
 }
 
 /* --csv, checked before any GPU work: an existing file must be writable (it is not touched yet),
@@ -227,24 +278,27 @@ int bench_csv_usable(const char *path) {
   return 0;
 }
 
-/* The implementations at one (mode, dtype, size), as bench_format.c takes them. */
-static bench_point point_of(bench *b, int m, int d, int s, bench_impl impl[V_COUNT]) {
+/* The implementations at one (collective, mode, dtype, size), as bench_format.c takes them. */
+static bench_point point_of(bench *b, int c, int m, int d, int s, bench_impl impl[V_COUNT]) {
+  int coll = b->o.colls[c];
   for (int v = 0; v < V_COUNT; v++)
     impl[v] = (bench_impl){.name = bench_v_name[v],
                            .label = bench_v_short[v],
                            .symmpin = (SYMM_MASK & (1u << v)) != 0,
-                           .best_us = stat_of(b, m, d, s, v, ST_BEST),
-                           .median_us = stat_of(b, m, d, s, v, ST_MEDIAN),
-                           .check_ok = !*bad_at(b, d, s, v),
-                           .samples_us = us_at(b, m, d, s, v),
+                           .best_us = stat_of(b, c, m, d, s, v, ST_BEST),
+                           .median_us = stat_of(b, c, m, d, s, v, ST_MEDIAN),
+                           .check_ok = !*bad_at(b, c, d, s, v),
+                           .not_run = !bench_exists(b, v, coll, b->o.dtypes[d]),
+                           .samples_us = us_at(b, c, m, d, s, v),
                            .nsamples = b->o.rounds};
   size_t bytes = b->o.sizes[s];
-  return (bench_point){.mode = bench_m_name[m],
+  return (bench_point){.coll = coll,
+                       .mode = bench_m_name[m],
                        .dtype = symmpin_dtype_name(b->o.dtypes[d]),
                        .bytes = bytes,
                        .count = bytes / symmpin_dtype_size(b->o.dtypes[d]),
                        .nranks = b->n,
-                       .calls = b->iters[s],
+                       .calls = b->iters[c][s],
                        .rounds = b->o.rounds,
                        .impl = impl,
                        .nimpl = V_COUNT};
@@ -260,7 +314,7 @@ static void csv_failed(bench *b, const char *what) {
 void bench_report_begin(bench *b) {
   char buf[2048];
   bench_impl impl[V_COUNT];
-  bench_point p = point_of(b, 0, 0, 0, impl);
+  bench_point p = point_of(b, 0, 0, 0, 0, impl);
   b->csv = fopen(b->o.csv, "w");
   if (!b->csv)
     csv_failed(b, "cannot write");
@@ -270,16 +324,20 @@ void bench_report_begin(bench *b) {
          "algbw x 2(n-1)/n; ratio = min(staged, direct) / min(nccl, nccl_win); '!' = a result "
          "check failed, '-' = not measured\n",
          b->o.rounds);
+  if (b->o.ncolls > 1 || b->o.colls[0] != SYMMPIN_COLL_ALLREDUCE)
+    printf(BENCH ": allgather and reducescatter: size and count are the per-rank chunk (NCCL's "
+                 "count), algbw = n x bytes / time, busbw = algbw x (n-1)/n; 'n/a' = not run (no "
+                 "in-slot form)\n");
   if (bench_format_line_header(&p, buf, sizeof buf) > 0) fputs(buf, stdout);
   fflush(stdout);
 }
 
-void bench_report_size(bench *b, int d, int s) {
+void bench_report_size(bench *b, int c, int d, int s) {
   if (b->o.sizes[s] % symmpin_dtype_size(b->o.dtypes[d])) return; /* not run: no line, no row */
   char buf[2048];
   for (int m = 0; m < M_COUNT; m++) {
     bench_impl impl[V_COUNT];
-    bench_point p = point_of(b, m, d, s, impl);
+    bench_point p = point_of(b, c, m, d, s, impl);
     if (bench_format_line(&p, buf, sizeof buf) > 0) fputs(buf, stdout);
     for (int v = 0; v < V_COUNT && b->csv; v++)
       if (bench_format_csv_row(&p, v, buf, sizeof buf) < 0 || fputs(buf, b->csv) == EOF)
@@ -313,12 +371,19 @@ void bench_print_header(bench *b) {
          b->win_ok ? "registered on every rank"
                    : "NOT registered (communicator without symmetric support): nccl_win is plain "
                      "NCCL on ncclMemAlloc'd buffers");
-  if (b->pool_ok)
-    printf(BENCH ": symmpin pool: staged slot %zu bytes at 0, direct slot %zu bytes at %zu, "
-                 "kernel timeout %" PRIu64 " cycles\n",
-           b->slot_bytes[0], b->slot_bytes[1], b->slot_off[1], b->timeout_cycles);
-  else
+  if (b->pool_ok) {
+    printf(BENCH ": symmpin pool: a slot per slot class,");
+    for (int cls = 0; cls < SYMMPIN_KERNEL_SLOT_CLASSES; cls++)
+      if (b->slot_bytes[cls])
+        printf(" %s %zu bytes at %zu;", symmpin_kernel_slot_class_name(cls), b->slot_bytes[cls],
+               b->slot_off[cls]);
+    printf(" kernel timeout %" PRIu64 " cycles\n", b->timeout_cycles);
+  } else
     printf(BENCH ": symmpin pool UNAVAILABLE (%s): symmpin columns are empty\n", b->no_pool_why);
+  printf(BENCH ": collectives");
+  for (int c = 0; c < b->o.ncolls; c++) printf(" %s", symmpin_coll_name(b->o.colls[c]));
+  bool chunks = b->o.ncolls > 1 || b->o.colls[0] != SYMMPIN_COLL_ALLREDUCE;
+  printf("%s\n", chunks ? " (sums; allgather and reducescatter sizes are per-rank chunks)" : "");
   printf(BENCH ": %d sizes %zu..%zu bytes, dtypes", b->o.nsizes, b->o.sizes[0],
          b->o.sizes[b->o.nsizes - 1]);
   for (int d = 0; d < b->o.ndtypes; d++) printf(" %s", symmpin_dtype_name(b->o.dtypes[d]));

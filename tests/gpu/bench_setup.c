@@ -1,6 +1,7 @@
 /* symmpin-bench's resources: streams, events and kernel error records per rank; the buffers of
- * every variant and NCCL's symmetric windows; symmpin's pool with its two slots, grown as the
- * engine grows it (symmem/grow.h); and the teardown of all of it in the order CUDA needs. */
+ * every variant (each of buf_bytes: the largest buffer of any collective) and NCCL's symmetric
+ * windows; symmpin's pool with its two slots, grown as the engine grows it (symmem/grow.h); and
+ * the teardown of all of it in the order CUDA needs. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,26 +65,32 @@ typedef struct hello_blob {
 /* Pools as the engine gets them: facts -> check_peers, then the growth protocol (reserve -> post
  * the export record -> attach -> agree on the outcome, since attach can fail on one rank only).
  * Every rank walks the same rounds. */
-void bench_setup_pools(bench *b) {
-  size_t staged = 0, direct = 0;
-  for (int d = 0; d < b->o.ndtypes; d++) {
-    size_t es = symmpin_dtype_size(b->o.dtypes[d]);
-    for (int i = 0; i < b->o.nsizes; i++) {
-      size_t c = b->o.sizes[i] / es;
-      size_t st = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, b->o.dtypes[d], b->n,
-                                            SYMMPIN_INPUT_STAGED);
-      size_t di = symmpin_kernel_slot_bytes(SYMMPIN_COLL_ALLREDUCE, c, b->o.dtypes[d], b->n,
-                                            SYMMPIN_INPUT_IN_SLOT);
-      if (st > staged) staged = st;
-      if (di > direct) direct = di;
-    }
+/* The slots: one per slot class, each as large as the largest call of that class in the run, laid
+ * out one after another (4 KiB apart). Calls of different classes never share slot bytes, as the
+ * kernels require (kernels/allreduce.h: an LL call then a copy call on one slot timed out on the
+ * GPU); calls of one class share their slot, one size at a time. */
+static size_t lay_out_slots(bench *b) {
+  memset(b->slot_bytes, 0, sizeof b->slot_bytes);
+  for (int k = 0; k < b->o.ncolls; k++)
+    for (int d = 0; d < b->o.ndtypes; d++)
+      for (int i = 0; i < b->o.nsizes; i++)
+        for (int f = 0; f < 2; f++) {
+          int coll = b->o.colls[k], dtype = b->o.dtypes[d];
+          size_t c = b->o.sizes[i] / symmpin_dtype_size(dtype);
+          size_t need = symmpin_kernel_slot_bytes(coll, c, dtype, b->n, (symmpin_kernel_input)f);
+          int cls = symmpin_kernel_slot_class(coll, c, dtype, b->n, (symmpin_kernel_input)f);
+          if (need > b->slot_bytes[cls]) b->slot_bytes[cls] = need; /* 0: no such form */
+        }
+  size_t off = 0;
+  for (int cls = 0; cls < SYMMPIN_KERNEL_SLOT_CLASSES; cls++) {
+    b->slot_off[cls] = off;
+    off += (b->slot_bytes[cls] + 4095) / 4096 * 4096;
   }
-  /* Two slots, staged at offset 0 and direct after it: a slot never changes form. */
-  b->slot_off[0] = 0;
-  b->slot_bytes[0] = staged;
-  b->slot_off[1] = (staged + 4095) / 4096 * 4096;
-  b->slot_bytes[1] = direct;
-  size_t total = b->slot_off[1] + direct;
+  return off;
+}
+
+void bench_setup_pools(bench *b) {
+  size_t total = lay_out_slots(b);
 
   hello_blob hello[SYMMPIN_KERNEL_MAX_RANKS];
   for (int l = 0; l < b->nlocal; l++) {
@@ -139,14 +146,15 @@ void bench_setup_pools(bench *b) {
   }
   for (int l = 0; l < b->nlocal; l++) {
     rank_st *s = &b->loc[l];
-    for (int f = 0; f < 2; f++) {
-      if (!symmpin_pool_fits(s->pool, b->slot_off[f], b->slot_bytes[f]))
+    for (int cls = 0; cls < SYMMPIN_KERNEL_SLOT_CLASSES; cls++) {
+      if (!b->slot_bytes[cls]) continue; /* no call of the run has that class */
+      if (!symmpin_pool_fits(s->pool, b->slot_off[cls], b->slot_bytes[cls]))
         bench_die("pool of %zu bytes does not fit slot [%zu, +%zu)", symmpin_pool_size(s->pool),
-                  b->slot_off[f], b->slot_bytes[f]);
+                  b->slot_off[cls], b->slot_bytes[cls]);
       for (int r = 0; r < b->n; r++) {
-        s->slot[f][r] = symmpin_pool_addr(s->pool, r, b->slot_off[f]);
-        if (!s->slot[f][r])
-          bench_die("no address for rank %d's slot at offset %zu", r, b->slot_off[f]);
+        s->slot[cls][r] = symmpin_pool_addr(s->pool, r, b->slot_off[cls]);
+        if (!s->slot[cls][r])
+          bench_die("no address for rank %d's slot at offset %zu", r, b->slot_off[cls]);
       }
     }
   }
