@@ -1,12 +1,12 @@
 /* The communicator registry: what symmpin knows about each NCCL communicator of this process.
  * Keyed by the ncclComm_t handle. Entries are created by the comm-init events, looked up on every
- * all-reduce (read-mostly: lock-free lookups of a fixed-capacity open-addressed table), and
+ * collective call (read-mostly: lock-free lookups of a fixed-capacity open-addressed table), and
  * released by the comm-end events and at exit.
  *
  * Lifetime: an entry is reference counted. The registry holds one reference while the entry is
  * registered; every symmpin_comm_acquire holds one more until its symmpin_comm_put. The entry is
- * freed by whichever comes last: symmpin_comm_unregister or the last put. So a thread inside an
- * all-reduce keeps its entry valid while another thread destroys or aborts the communicator. */
+ * freed by whichever comes last: symmpin_comm_unregister or the last put. So a thread inside a
+ * collective keeps its entry valid while another thread destroys or aborts the communicator. */
 #ifndef SYMMPIN_PRELOAD_COMM_H
 #define SYMMPIN_PRELOAD_COMM_H
 
@@ -48,7 +48,7 @@ typedef struct symmpin_comm {
   _Atomic int aborting;               /* ncclCommAbort is under way: every wait gives up */
   _Atomic int async_error;            /* the ncclResult_t of a failure symmpin could not hide
                                          (a kernel gave up waiting): reported by
-                                         ncclCommGetAsyncError and every later all-reduce */
+                                         ncclCommGetAsyncError and every later collective */
   _Atomic(volatile uint32_t *) kernel_abort;        /* host word the kernels poll (engine) */
   _Atomic(const volatile uint32_t *) kernel_failed; /* host word a kernel sets on giving up */
   struct symmpin_errrec *err_rec; /* the record both words lie in: this entry's reference, dropped
@@ -68,7 +68,7 @@ typedef struct symmpin_comm {
 /* ---- the communicator's failure and abort: one owner each (NCCL's ncclCommSetAsyncError) ---- */
 
 /* Enter c's error state with `code` (an ncclResult_t, nonzero) unless it is in one already: the
- * first code stands, and is what ncclCommGetAsyncError and every later all-reduce on c report.
+ * first code stands, and is what ncclCommGetAsyncError and every later collective call on c report.
  * Entering it also sets the kernels' abort word: this rank's waiting kernels give up (their
  * peers' calls no longer pair up with theirs). Returns the code that stands. `why` (may be NULL)
  * goes into one INFO line when this call entered the state; the caller logs its own WARN.
@@ -85,7 +85,7 @@ void symmpin_comm_signal_abort(symmpin_comm *c);
 
 /* The error c is in (0 = none); a kernel that gave up waiting (its error record's word) enters
  * ncclRemoteError here, unless the kernels were told to abort. Lock-free: one atomic load when
- * the engine has no kernels yet, two more otherwise (it is on every all-reduce's path). */
+ * the engine has no kernels yet, two more otherwise (it is on every collective call's path). */
 int symmpin_comm_async_error(symmpin_comm *c);
 
 /* ---- the entry's lock, with its holder known (the exit must never wait for its own thread) ----
@@ -115,7 +115,7 @@ bool symmpin_comm_stream_is_per_thread(const void *stream);
  * (never waits for a writer); on the hit path one atomic read-modify-write on the entry. The
  * entry stays valid (not freed, fields not reused) until the matching symmpin_comm_put, even if
  * the communicator is unregistered meanwhile. Every caller that may race with the handle's
- * destroy/abort on another thread (all per-call paths: all-reduce, async error, split parent,
+ * destroy/abort on another thread (all per-call paths: collectives, async error, split parent,
  * comm end) must use this, not symmpin_comm_find. */
 symmpin_comm *symmpin_comm_acquire(void *handle);
 

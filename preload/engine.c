@@ -131,7 +131,7 @@ struct symmpin_engine_comm {
   size_t norders, orders_cap; /* used entries, table size (a power of two, or 0) */
   symmpin_arena arena;        /* the captured calls' slots (arena.h) */
   group_batch batch;         /* calls held for one launch at the group's end */
-  /* Whether the first all-reduce has completed (agree.h ops.first_call_done): its stream, then
+  /* Whether the first collective call has completed (agree.h ops.first_call_done): its stream, then
    * an event recorded on it at the second call. */
   void *first_stream;
   CUevent first_ev;
@@ -209,7 +209,7 @@ static symmpin_status engine_cuda_setup(symmpin_comm *c, struct symmpin_engine_c
 }
 
 /* The communicator's call 1, if it made every rank take part (count > 0: NCCL completes an empty
- * all-reduce without its peers) and every rank's engine saw it as its call 1 (a blocking
+ * collective without its peers) and every rank's engine saw it as its call 1 (a blocking
  * communicator: its rank is known from the start, so every rank opened the board at call 1,
  * before that call reached NCCL; a non-blocking one may learn its rank calls later, on one rank
  * and not another). Then, at a later call never during a capture, an event on that call's
@@ -325,7 +325,7 @@ static void engine_off(symmpin_comm *c, struct symmpin_engine_comm *e, symmpin_r
   symmpin_nvtx_mark_comm(c, why, what);
 }
 
-/* Engine state for c on its first all-reduce. A failure leaves a state without agreement (off). */
+/* Engine state for c on its first collective. A failure leaves a state without agreement (off). */
 static struct symmpin_engine_comm *engine_get(symmpin_comm *c) {
   if (c->engine) return c->engine;
   symmpin_nvtx_init();
@@ -444,8 +444,8 @@ static symmpin_reason stop_reason(symmpin_agree_stop s) {
 }
 
 /* The communicator's error state (comm.h async_error), entered once: `code` is what
- * ncclCommGetAsyncError and every later all-reduce report. Waiting kernels give up (their peers'
- * calls no longer pair up with theirs), through the word an abort also uses. */
+ * ncclCommGetAsyncError and every later collective call report. Waiting kernels give up (their
+ * peers' calls no longer pair up with theirs), through the word an abort also uses. */
 static void enter_error(symmpin_comm *c, struct symmpin_engine_comm *e, int code) {
   (void)e;
   symmpin_comm_fail(c, code, NULL); /* the caller logged why */
@@ -560,7 +560,7 @@ static void orders_free(struct symmpin_engine_comm *e) {
 /* ---- the launch ---- */
 
 /* The kernels' view of call n on `slot`; false if a rank's slot is not mapped. The call's
- * identity is n, the communicator's all-reduce index: the same on every rank for the same call
+ * identity is n, the communicator's collective-call index: the same on every rank for the same call
  * (NCCL pairs calls by order), so the kernels can tell a peer's data of another call. */
 static bool kernel_call_of(symmpin_comm *c, struct symmpin_engine_comm *e,
                            const symmpin_engine_call *ec, const symmpin_plan_site *slot,

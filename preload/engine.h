@@ -1,7 +1,7 @@
 /* The engine: per communicator, the GPU side (pool, the kernels' error record) around the CUDA-free
- * agreement (agree/agree.h), and the redirect of all-reduces to symmpin's kernels. events.c
- * calls it from the event handlers; it owns c->engine. Everything here runs with the per-thread re-entrancy guard set, so symmpin's own
- * CUDA calls are not recorded as the program's. */
+ * agreement (agree/agree.h), and the redirect of collectives to symmpin's kernels. events.c
+ * calls it from the event handlers; it owns c->engine. Everything here runs with the per-thread
+ * re-entrancy guard set, so symmpin's own CUDA calls are not recorded as the program's. */
 #ifndef SYMMPIN_PRELOAD_ENGINE_H
 #define SYMMPIN_PRELOAD_ENGINE_H
 
@@ -12,7 +12,7 @@
 #include "preload/events.h"
 #include "preload/reason.h"
 
-/* Facts about one all-reduce the preload has already computed. */
+/* Facts about one collective call the preload has already computed. */
 typedef struct symmpin_engine_call {
   const symmpin_coll_call *call;
   uint64_t site;       /* site id (planner/site.h) */
@@ -66,10 +66,10 @@ void symmpin_engine_comm_release(symmpin_comm *c);
  * stuck ones the program is aborting); device memory goes once they have given up
  * (preload/keep.h). */
 void symmpin_engine_comm_abandon(symmpin_comm *c);
-/* Load the kernels for `device` ahead of a communicator's first all-reduce (the driver opened,
+/* Load the kernels for `device` ahead of a communicator's first collective call (the driver opened,
  * the device's image loaded and its first kernel found: the work that would otherwise stall that
  * call), from the communicator's init, where NCCL's own set-up takes far longer. Never fails
- * visibly: a failure is found again, and reported, at the first all-reduce. */
+ * visibly: a failure is found again, and reported, at the first collective call. */
 void symmpin_engine_prepare(int device);
 /* Free what ended communicators left to their kernels, where those are done (never waits).
  * The watch thread calls it every tick, also when no communicator is left. */

@@ -50,14 +50,14 @@ static __thread symmpin_comm **group_comms __attribute__((tls_model("initial-exe
 static __thread int ngroup_comms, group_comms_cap __attribute__((tls_model("initial-exec")));
 
 /* State carried from symmpin_event_collective to its _result on the same thread. */
-typedef struct pending_allreduce {
+typedef struct pending_collective {
   const symmpin_coll_call *call;
   symmpin_comm *comm;
   symmpin_engine_call ec;
   symmpin_reason reason;
   uint64_t send_off, recv_off;
-} pending_allreduce;
-static __thread pending_allreduce pending_ar __attribute__((tls_model("initial-exec")));
+} pending_collective;
+static __thread pending_collective pending_call __attribute__((tls_model("initial-exec")));
 
 /* From symmpin_event_comm_split_key to the split's comm_init; from comm_end to its _result. */
 typedef struct pending_split {
@@ -109,7 +109,7 @@ void symmpin_preload_test_init(const symmpin_config *cfg) {
   symmpin_watch_stop(); /* also when the last preload never exited */
   pthread_once(&init_once, init); /* so that a later first use cannot re-initialise */
   symmpin_comm_registry_reset();
-  pending_ar = (pending_allreduce){0}; /* their references went with the reset */
+  pending_call = (pending_collective){0}; /* their references went with the reset */
   pending_end = NULL;
   symmpin_stats_reset();
   if (allocs) symmpin_allocmap_destroy(allocs);
@@ -286,7 +286,7 @@ void symmpin_event_comm_init(symmpin_comm_call call, void *comm, uint64_t key_hi
                    (unsigned long long)key_hi, (unsigned long long)key_lo);
       note_rank(rank);
       /* A communicator symmpin may redirect for: watch it (one thread for all, started once),
-       * and load the kernels now rather than at its first all-reduce. */
+       * and load the kernels now rather than at its first collective call. */
       if (nranks != 1 && !atomic_load(&exited)) symmpin_watch_start(symmpin_config_get()->watch_ms);
       if ((nranks != 1 || symmpin_config_get()->test_one_rank) && !atomic_load(&exited))
         symmpin_engine_prepare(device);
@@ -486,7 +486,7 @@ int symmpin_event_comm_async_error(void *comm) {
   if (!c) return 0;
   /* The program's watchdog (PyTorch's polls this) is how ranks blocked behind a divergent call
    * learn of it: compare route logs and read the alarm here too. Never wait for the lock: a
-   * thread inside an all-reduce holds it and does the same check itself. */
+   * thread inside a collective call holds it and does the same check itself. */
   if (symmpin_comm_trylock(c)) {
     symmpin_engine_comm_poll(c);
     symmpin_comm_unlock(c);
@@ -580,9 +580,9 @@ void symmpin_event_group_end(int rc) {
   group_trace(SYMMPIN_TRACE_GROUP_END, rc);
 }
 
-/* ---- all-reduce ---- */
+/* ---- the collectives ---- */
 
-static void allreduce_finish(const pending_allreduce *p, int rc, symmpin_trace_path path) {
+static void collective_finish(const pending_collective *p, int rc, symmpin_trace_path path) {
   const symmpin_coll_call *c = p->call;
   symmpin_comm *cm = p->comm;
   if (cm && cm->stats)
@@ -625,15 +625,15 @@ static void buffer_of(const void *addr, uint64_t *id, uint64_t *off) {
   }
 }
 
-/* The pending all-reduce of this thread is over: drop its communicator reference. */
-static void pending_done(pending_allreduce *p) {
+/* The pending collective call of this thread is over: drop its communicator reference. */
+static void pending_done(pending_collective *p) {
   symmpin_comm_put(p->comm);
   p->comm = NULL;
   p->call = NULL;
 }
 
 bool symmpin_event_collective(const symmpin_coll_call *c, int *rc) {
-  pending_allreduce *p = &pending_ar;
+  pending_collective *p = &pending_call;
   pending_done(p); /* a previous call whose _result never came */
   /* Once the exit has begun, NCCL takes every call: the exit is releasing the communicators (and
    * a thread that went on calling would keep their locks from it). */
@@ -685,12 +685,12 @@ bool symmpin_event_collective(const symmpin_coll_call *c, int *rc) {
   int failed = symmpin_comm_async_error(cm);
   if (failed) {
     /* A symmpin kernel of this communicator gave up (its result was wrong, and the ranks' calls
-     * may no longer pair up): every later all-reduce reports the error instead of running. */
+     * may no longer pair up): every later collective call reports the error instead of running. */
     symmpin_engine_comm_report_failure(cm);
     symmpin_comm_unlock(cm);
     *rc = failed;
     p->reason = SYMMPIN_REASON_ERROR;
-    allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
+    collective_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
     pending_done(p);
     return true;
   }
@@ -704,21 +704,21 @@ bool symmpin_event_collective(const symmpin_coll_call *c, int *rc) {
   p->reason = taken ? SYMMPIN_REASON_NONE : reason;
   symmpin_nvtx_call_routed(cm, &p->ec, p->reason);
   if (taken) {
-    allreduce_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
+    collective_finish(p, *rc, SYMMPIN_PATH_SYMMPIN);
     pending_done(p);
   }
   return taken;
 }
 
 void symmpin_event_collective_result(const symmpin_coll_call *c, int rc) {
-  pending_allreduce *p = &pending_ar;
+  pending_collective *p = &pending_call;
   if (p->call != c) return;
   if (p->ec.timing >= 0 && p->comm) { /* a sampled NCCL call (SYMMPIN_MEASURE): end its timing */
     symmpin_comm_lock(p->comm);
     symmpin_engine_nccl_done(p->comm, &p->ec, rc);
     symmpin_comm_unlock(p->comm);
   }
-  allreduce_finish(p, rc, SYMMPIN_PATH_NCCL);
+  collective_finish(p, rc, SYMMPIN_PATH_NCCL);
   pending_done(p);
 }
 
