@@ -234,13 +234,15 @@ compare_runs() {
 repeat_runs() {
   local name=$1 pattern=$2 n=$3 hosts=$4
   shift 4
-  local la="$OUT/logs/$name.symmpin.out" lb="$OUT/logs/$name-again.symmpin.out" a b ranks ok=0 rc_a rc_b
+  local la="$OUT/logs/$name.symmpin.out" lb="$OUT/logs/$name-again.symmpin.out" a b ranks ok=0 rc_a rc_b oa ob
   run_side "$name" symmpin "$n" "$hosts" "$@"
   rc_a=$?
   run_side "$name-again" symmpin "$n" "$hosts" "$@"
   rc_b=$?
-  echo "first run: $(outcome_of "$la" "$rc_a") (exit $rc_a); second run: $(outcome_of "$lb" "$rc_b") (exit $rc_b)"
-  [ "$(outcome_of "$la" "$rc_a")/$(outcome_of "$lb" "$rc_b")" = finished/finished ] || { echo "a run did not end by itself"; ok=1; }
+  oa=$(outcome_of "$la" "$rc_a")
+  ob=$(outcome_of "$lb" "$rc_b")
+  echo "first run: $oa (exit $rc_a); second run: $ob (exit $rc_b)"
+  [ "$oa/$ob" = finished/finished ] || { echo "a run did not end by itself"; ok=1; }
   a=$(grep -E "$pattern" "$la" | sort)
   b=$(grep -E "$pattern" "$lb" | sort)
   echo "first run:"; echo "$a"; echo "second run:"; echo "$b"

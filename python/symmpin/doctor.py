@@ -3,7 +3,7 @@
 judge(facts) turns the facts of symmpin.facts into checks and one verdict; it is pure, so the tests
 feed it made-up machines. Each check is {"name", "status", "summary", "details"}: status "ok",
 "info" (worth knowing, changes nothing), "warn" (some communicators or results change) or "fail"
-(symmpin stays out: every all-reduce goes to NCCL). The verdict redirects only without a "fail".
+(symmpin stays out: every collective goes to NCCL). The verdict redirects only without a "fail".
 One GPU that runs the kernels is a "warn", not a "fail": symmpin serves ranks sharing it, but has
 nothing to speed up there (its gain needs communicators across 2 or more GPUs); the verdict
 redirects and says so.

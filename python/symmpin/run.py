@@ -66,7 +66,7 @@ def run(command, stats, require, env, out, err):
             return 2
         first = (msg.splitlines() or [""])[0][:160]
         err.write(f"symmpin: {lib} cannot be preloaded here ({first}); running without symmpin: "
-                  "every all-reduce goes to NCCL\n")
+                  "every collective goes to NCCL\n")
         return spawn(command, env, err)
     stats_dir = tempfile.mkdtemp(prefix="symmpin-run.")
     try:

@@ -168,7 +168,7 @@ class Run(unittest.TestCase):
                                       env={"SYMMPIN_LIB": junk.name})
         self.assertEqual((rc, out), (5, "[]\n"))
         self.assertEqual(len(err.splitlines()), 1)
-        self.assertIn("running without symmpin: every all-reduce goes to NCCL", err)
+        self.assertIn("running without symmpin: every collective goes to NCCL", err)
         self.assertEqual((rc2, out2), (2, ""))
         self.assertIn("cannot be preloaded here:", err2)
 
