@@ -59,6 +59,13 @@ typedef struct attach_blob {
   int32_t ok;
 } attach_blob;
 
+/* What this rank saw of one epoch's record round: enough to name who missed it when the epoch
+ * turns out to have failed for good (stop_not_one_host). */
+typedef struct record_seen {
+  int missing; /* the rank this rank last found missing from the round (-1: none) */
+  bool late;   /* this rank posted its record after the epoch had failed for good */
+} record_seen;
+
 struct symmpin_agree {
   symmpin_agree_params p;
   agree_phase phase;
@@ -92,9 +99,9 @@ struct symmpin_agree {
   bool alarm_reported;      /* the alarm's WARN was printed */
   bool elsewhere_said;      /* "rank r is on another host" was decided and logged */
   int elsewhere_rank;       /* ... that rank r (-1: none found by this rank) */
-  int record_missing;       /* the rank this rank last found missing from this epoch's record
-                             * round (-1: none) */
-  bool record_late;         /* this rank posted this epoch's record after it had failed */
+  record_seen seen;         /* what this rank saw of the record round of the epoch in progress or
+                             * last finished */
+  record_seen seen_before;  /* ... and of the epoch before that one (stopped_after_leaving) */
   unsigned timeouts_in_row; /* epochs failed by a wait that expired, since the last GO */
 };
 
@@ -156,12 +163,13 @@ static void stop(symmpin_agree *a, symmpin_agree_stop why, const char *what) {
                a->p.rank, a->p.nranks, what);
 }
 
-/* The record round failed for good (its verdict FAIL: peer_elsewhere or two timeouts in a row in
- * wait_round decided it, on this rank or a peer): say which of the two happened. A rank on another
- * host never opens this host's board, which every rank sees there; otherwise a rank on this host
- * missed two agreements in a row: the rank that decided it, and any that waited with it, found it
- * missing from the record round; the rank itself posted its record after the verdict. */
-static void stop_not_one_host(symmpin_agree *a) {
+/* The record round of an epoch failed for good (its verdict FAIL: peer_elsewhere or two timeouts
+ * in a row in wait_round decided it, on this rank or a peer): say which of the two happened, from
+ * what this rank saw of that round. A rank on another host never opens this host's board, which
+ * every rank sees there; otherwise a rank on this host missed two agreements in a row: the rank
+ * that decided it, and any that waited with it, found it missing from the record round; the rank
+ * itself posted its record after the verdict. */
+static void stop_not_one_host(symmpin_agree *a, const record_seen *seen) {
   char what[128];
   int away = a->elsewhere_rank;
   for (int r = 0; away < 0 && r < a->p.nranks; r++)
@@ -169,9 +177,9 @@ static void stop_not_one_host(symmpin_agree *a) {
   if (away >= 0)
     snprintf(what, sizeof what, "ranks on several hosts: rank %d is missing from this host's board",
              away);
-  else if (a->record_missing >= 0)
-    snprintf(what, sizeof what, "rank %d missed two agreements in a row", a->record_missing);
-  else if (a->record_late)
+  else if (seen->missing >= 0)
+    snprintf(what, sizeof what, "rank %d missed two agreements in a row", seen->missing);
+  else if (seen->late)
     snprintf(what, sizeof what, "rank %d (this rank) missed two agreements in a row", a->p.rank);
   else /* a peer decided it, and this rank never saw whom it waited for */
     snprintf(what, sizeof what, "a rank on this host missed two agreements in a row");
@@ -191,7 +199,8 @@ symmpin_status symmpin_agree_open(const symmpin_agree_params *p, symmpin_agree *
     return SYMMPIN_ERR_NOMEM;
   }
   a->p = *p;
-  a->elsewhere_rank = a->record_missing = -1;
+  a->elsewhere_rank = -1;
+  a->seen = a->seen_before = (record_seen){.missing = -1};
   symmpin_warmup_config wc = {.calls = p->warmup};
   symmpin_status st = symmpin_schedule_init(&a->sched, &wc);
   if (st == SYMMPIN_OK) {
@@ -249,8 +258,26 @@ static bool peer_elsewhere(symmpin_agree *a, int missing, bool timed_out) {
   return true;
 }
 
+/* Each rank counts its own timeouts in a row, and ranks that reach an epoch a few milliseconds
+ * apart can count an epoch apart (the later one leaves on the earlier one's verdict, uncounted):
+ * a peer may decide that epoch e failed for good after this rank has left it. The decision on the
+ * board stands for every rank: when this rank sees it, in the next epoch (at its close, in its
+ * record wait, or as it fails), it stops too, naming the rank it found missing from e's record
+ * round (not the peer that stopped, which it would wait for next). `e` is the epoch whose record
+ * is in seen_before. Only one epoch back: a rank that left epoch e+1 too before e's stop was
+ * decided (an uncounted failure: a wait on its own thread, a shorter SYMMPIN_TIMEOUT_MS) meets the
+ * stop by its own timeouts, as before. seen_before.late is false here: a rank that posted late
+ * stopped in that epoch. */
+static bool stopped_after_leaving(symmpin_agree *a, uint32_t e) {
+  if (e == 0 || a->stop != SYMMPIN_AGREE_RUNNING ||
+      symmpin_board_verdict(a->board, ROUND_RECORD(e)) != SYMMPIN_VERDICT_FAIL)
+    return false;
+  stop_not_one_host(a, &a->seen_before);
+  return true;
+}
+
 /* Wait for every rank's post of `round`, giving up on timeout, on a wait that would deadlock this
- * thread, or as soon as someone else failed the epoch. */
+ * thread, or as soon as someone else failed the epoch or the agreements (stopped_after_leaving). */
 static bool wait_round(symmpin_agree *a, uint32_t round) {
   uint64_t waited = 0;
   for (;;) {
@@ -261,9 +288,10 @@ static bool wait_round(symmpin_agree *a, uint32_t round) {
         a->timeouts_in_row = 0; /* every rank came: not "in a row" */
       return true;
     }
-    if (round == ROUND_RECORD(a->epoch) && missing >= 0) a->record_missing = missing;
+    if (round == ROUND_RECORD(a->epoch) && missing >= 0) a->seen.missing = missing;
     if (symmpin_board_verdict(a->board, ROUND_ATTACH(a->epoch)) == SYMMPIN_VERDICT_FAIL)
       return false;
+    if (round == ROUND_RECORD(a->epoch) && stopped_after_leaving(a, a->epoch - 1)) return false;
     if (a->p.aborting && atomic_load(a->p.aborting)) return false; /* ncclCommAbort: no waiting */
     if (round == ROUND_RECORD(a->epoch) && peer_elsewhere(a, missing, false)) return false;
     if (st == SYMMPIN_ERR_DISAGREE) {
@@ -335,8 +363,10 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
   a->phase = PHASE_IDLE;
   symmpin_schedule_failed(&a->sched);
   if (symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL)
-    stop_not_one_host(a);
-  else
+    stop_not_one_host(a, &a->seen);
+  /* A peer that saw the last epoch's stop (stopped_after_leaving) may be what failed this one:
+   * its CAS on this epoch's verdict came after it read that stop, so this rank reads it too. */
+  else if (!stopped_after_leaving(a, a->epoch - 1) && a->stop == SYMMPIN_AGREE_RUNNING)
     SYMMPIN_INFO("comm %d rank %d: plan agreement of epoch %u failed; NCCL until the next one",
                  a->p.comm, a->p.rank, a->epoch);
   return false;
@@ -344,10 +374,12 @@ static bool epoch_fail(symmpin_agree *a, bool capturing) {
 
 /* Call n closes the record: post it (round 3e-1). */
 static void epoch_start(symmpin_agree *a, uint64_t n, bool capturing) {
+  a->seen_before = a->seen;
+  if (stopped_after_leaving(a, a->epoch)) return;
   a->epoch++;
-  a->record_missing = -1;
   /* Already failed for good by a peer that waited for this rank's record (stop_not_one_host). */
-  a->record_late = symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL;
+  bool late = symmpin_board_verdict(a->board, ROUND_RECORD(a->epoch)) == SYMMPIN_VERDICT_FAIL;
+  a->seen = (record_seen){.missing = -1, .late = late};
   symmpin_choice_entry *times = a->times_out;
   size_t ntimes =
       a->p.ops.shape_times ? a->p.ops.shape_times(a->p.ops.ctx, times, SYMMPIN_CHOICE_SHAPES) : 0;

@@ -131,10 +131,13 @@ typedef struct world {
   uint64_t digest[MAX_TEST_RANKS];
   bool has_plan[MAX_TEST_RANKS];
   symmpin_agree_stop stopped[MAX_TEST_RANKS];
+  uint32_t epoch[MAX_TEST_RANKS];           /* the last epoch rank r started */
   uint64_t slowest_step_ms[MAX_TEST_RANKS]; /* after the first stop */
   /* scripted pauses: rank r waits for `release` before call pause_at[r] */
   uint64_t pause_at[MAX_TEST_RANKS];
   uint64_t stop_after[MAX_TEST_RANKS]; /* rank r makes no calls after this one (0 = all) */
+  /* scripted holds: before call n, rank r waits while hold(w, r, n) says so (NULL: never) */
+  bool (*hold)(struct world *w, int rank, uint64_t n);
   unsigned start_delay_ms[MAX_TEST_RANKS];
   bool absent[MAX_TEST_RANKS];  /* rank r is on "another host": never opens the board */
   bool first_call_done;         /* what ops.first_call_done answers */
@@ -221,6 +224,7 @@ static void *rank_main(void *p) {
     if (w->stop_after[rank] && n > w->stop_after[rank]) break;
     if (w->pause_at[rank] == n)
       while (!atomic_load(&w->release)) usleep(1000);
+    while (w->hold && w->hold(w, rank, n)) usleep(1000);
     run_one_step(w, rank, n);
   }
   return NULL;
@@ -281,6 +285,7 @@ static void world_run(world *w) {
     w->has_plan[k] = p != NULL;
     w->digest[k] = p ? p->digest : 0;
     w->stopped[k] = symmpin_agree_stopped(w->agree[k]);
+    w->epoch[k] = symmpin_agree_epoch(w->agree[k]);
     w->measuring[k] = symmpin_agree_measuring(w->agree[k]);
     if (!w->keep_open) symmpin_agree_close(w->agree[k]);
   }
@@ -530,6 +535,107 @@ Test(agree, the_stop_names_the_rank_that_missed_two_agreements, .timeout = 60) {
     assert_stop_line(k, 3, "rank 2 missed two agreements in a row");
   }
   cr_assert_null(strstr(log_text(), "several hosts"));
+  assert_no_guess();
+}
+
+/* Each rank counts its own timeouts in a row, so ranks a few milliseconds apart can count them
+ * one epoch apart; scripted here. Rank 1 decides; the last rank makes no calls after call 10; the
+ * others (rank 0, and rank 2 of 4) leave early:
+ *   Epoch 1 (closes at 16, waited at 17): they post their records only once rank 1 has given up
+ *     and failed the epoch, so they leave on rank 1's verdict: one timeout for rank 1, none for
+ *     them.
+ *   Epoch 2 (closes at 80, waited at 81): all time out on the last rank. They go on first: their
+ *     first timeout, the epoch fails, NCCL until the next. Then rank 1: its second, it stops the
+ *     agreements for every rank (on the board), by then after they have left the epoch.
+ * They must stop as well and name the last rank, not wait at their next record (epoch 3, at 144)
+ * for rank 1, which has stopped, and name rank 1 after a third timeout. `when` says when rank 1
+ * decides: before they close epoch 3 (0), or while they wait for epoch 3's records (1). At 4
+ * ranks, rank 2 sees the stop first and fails epoch 3, and rank 0, waiting only then, must
+ * still stop. */
+typedef struct left_early {
+  int nranks, when;
+} left_early;
+
+static left_early scenario;
+static _Atomic int gave_up_epoch2[MAX_TEST_RANKS]; /* rank r's wait for epoch 2's records expired */
+static _Atomic unsigned last_gave_up[MAX_TEST_RANKS]; /* the last round whose wait expired on r */
+
+static bool leaves_early(int rank) { return rank != 1 && rank != scenario.nranks - 1; }
+
+static bool leavers_done(world *w, uint64_t n) {
+  for (int k = 0; k < w->nranks; k++)
+    if (leaves_early(k) && atomic_load(&w->progress[k]) < n) return false;
+  return true;
+}
+
+static void count_one_epoch_apart(fake_rank *f, uint32_t round) {
+  world *w = f->w;
+  atomic_store(&last_gave_up[f->rank], round);
+  if (atomic_load(&w->progress[f->rank]) != 80) return; /* not epoch 2's record round (call 81) */
+  atomic_store(&gave_up_epoch2[f->rank], 1);
+  if (leaves_early(f->rank)) { /* they go on once every waiting rank has expired, rank 1 too */
+    for (int k = 0; k < w->nranks - 1; k++)
+      while (!atomic_load(&gave_up_epoch2[k])) usleep(1000);
+    return;
+  }
+  /* Rank 1 counts its second timeout (and decides) once they have left epoch 2 (call 81 done),
+   * or once they have posted epoch 3's record (call 144 done) and wait at 145. */
+  while (!leavers_done(w, scenario.when ? 144 : 81)) usleep(1000);
+}
+
+static bool hold_the_early(world *w, int rank, uint64_t n) {
+  if (!leaves_early(rank)) return false;
+  if (n == 16) return atomic_load(&w->progress[1]) < 17; /* until rank 1 failed epoch 1 */
+  if (n == 144 && !scenario.when)
+    return atomic_load(&w->progress[1]) < 81; /* until rank 1 decided the stop */
+  if (n == 145 && scenario.when && rank == 0 && w->nranks == 4)
+    return atomic_load(&w->progress[2]) < 145; /* until rank 2 stopped and failed epoch 3 */
+  return false;
+}
+
+ParameterizedTestParameters(agree, a_stop_decided_after_a_rank_left_the_epoch_stops_it_too) {
+  static left_early cases[] = {{3, 0}, {3, 1}, {4, 0}, {4, 1}};
+  return cr_make_param_array(left_early, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(left_early *c, agree, a_stop_decided_after_a_rank_left_the_epoch_stops_it_too,
+                  .timeout = 60) {
+  log_capture();
+  scenario = *c;
+  int last = c->nranks - 1;
+  for (int k = 0; k < MAX_TEST_RANKS; k++) {
+    atomic_store(&gave_up_epoch2[k], 0);
+    atomic_store(&last_gave_up[k], 0);
+  }
+  world_init(&W, c->nranks, 64, 300);
+  world_loop(&W, 4, 200);
+  W.stop_after[last] = 10;
+  W.hold = hold_the_early;
+  for (int k = 0; k < last; k++) W.fakes[k].gave_up = count_one_epoch_apart;
+  world_run(&W);
+  char line[128], missed[64];
+  snprintf(missed, sizeof missed, "rank %d missed two agreements in a row", last);
+  for (int k = 0; k < last; k++) {
+    cr_assert(atomic_load(&gave_up_epoch2[k]),
+              "the scenario did not happen: rank %d's wait for epoch 2 expires", k);
+    cr_assert_eq(W.stopped[k], SYMMPIN_AGREE_NOT_ONE_HOST, "rank %d", k);
+    assert_stop_line(k, c->nranks, missed);
+    if (!leaves_early(k)) {
+      cr_assert_eq(W.epoch[k], 2);
+      continue;
+    }
+    snprintf(line, sizeof line, "comm 0 rank %d: plan agreement of epoch 2 failed; NCCL until", k);
+    cr_assert_not_null(strstr(log_text(), line),
+                       "the scenario did not happen: rank %d leaves epoch 2 before the stop\n%s", k,
+                       log_text());
+    /* It stopped at its next close, posting no record for epoch 3, or in epoch 3's wait. Epoch e's
+     * rounds are 3e - 1 (records), 3e, 3e + 1: its last expired wait is epoch 2's. */
+    cr_assert_eq(W.epoch[k], c->when ? 3 : 2, "rank %d", k);
+    cr_assert_eq(atomic_load(&last_gave_up[k]), 5, "rank %d waited out round %u", k,
+                 atomic_load(&last_gave_up[k]));
+  }
+  cr_assert_null(strstr(log_text(), "rank 1 missed"), "%s", log_text());
+  cr_assert_null(strstr(log_text(), "epoch 3 failed"), "%s", log_text());
   assert_no_guess();
 }
 
