@@ -903,8 +903,8 @@ Test(agree, group_measurements_and_the_group_limit_travel_with_the_records, .tim
   W.group_max_bytes[1] = 1024;
   symmpin_choice_unit u;
   symmpin_choice_unit_init(&u);
-  symmpin_plan_shape a = {256, SYMMPIN_BFLOAT16, SYMMPIN_SUM},
-                     b = {512, SYMMPIN_BFLOAT16, SYMMPIN_SUM};
+  symmpin_plan_shape a = {.count = 256, .dtype = SYMMPIN_BFLOAT16, .op = SYMMPIN_SUM},
+                     b = {.count = 512, .dtype = SYMMPIN_BFLOAT16, .op = SYMMPIN_SUM};
   symmpin_choice_unit_add(&u, &a);
   symmpin_choice_unit_add(&u, &b);
   for (int k = 0; k < 2; k++) {

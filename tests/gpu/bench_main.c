@@ -144,56 +144,51 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int parse_list_sizes(opts *o, const char *val) {
+/* Hands each item of the comma list `val` to `add` (which stores it in o, or returns a usage
+ * error's exit status); a list of no item is an error naming `option` and its `noun`. */
+static int parse_list(opts *o, const char *val, const char *option, const char *noun,
+                      int (*add)(opts *o, const char *item)) {
   char buf[1024];
   snprintf(buf, sizeof(buf), "%s", val);
-  o->nsizes = 0;
+  int items = 0, rc;
   char *save = NULL;
-  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    size_t s = parse_size(t);
-    if (!s || o->nsizes == MAX_SIZES)
-      return symmpin_test_usage_error(BENCH, "bad size '%s' (or more than %d sizes)", t, MAX_SIZES);
-    o->sizes[o->nsizes++] = s;
-  }
-  if (!o->nsizes) return symmpin_test_usage_error(BENCH, "--sizes names no size");
-  qsort(o->sizes, (size_t)o->nsizes, sizeof(size_t), cmp_size);
-  for (int s = 1; s < o->nsizes; s++)
-    if (o->sizes[s] == o->sizes[s - 1])
-      return symmpin_test_usage_error(BENCH, "size %zu given twice", o->sizes[s]);
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), items++)
+    if ((rc = add(o, t)) != 0) return rc;
+  if (!items) return symmpin_test_usage_error(BENCH, "%s names no %s", option, noun);
   return 0;
 }
 
-static int parse_list_dtypes(opts *o, const char *val) {
-  char buf[256];
-  snprintf(buf, sizeof(buf), "%s", val);
-  o->ndtypes = 0;
-  char *save = NULL;
-  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    int d = parse_dtype(t);
-    if (d < 0 || o->ndtypes == MAX_DTYPES)
-      return symmpin_test_usage_error(BENCH, "unknown or repeated dtype '%s' (bf16, f32)", t);
-    o->dtypes[o->ndtypes++] = d;
-  }
-  if (!o->ndtypes) return symmpin_test_usage_error(BENCH, "--dtypes names no datatype");
+/* Sizes are kept sorted (the report's rows go up in size); one given twice is an error. */
+static int add_size(opts *o, const char *t) {
+  size_t s = parse_size(t);
+  if (!s || o->nsizes == MAX_SIZES)
+    return symmpin_test_usage_error(BENCH, "bad size '%s' (or more than %d sizes)", t, MAX_SIZES);
+  for (int k = 0; k < o->nsizes; k++)
+    if (o->sizes[k] == s) return symmpin_test_usage_error(BENCH, "size %zu given twice", s);
+  o->sizes[o->nsizes++] = s;
+  qsort(o->sizes, (size_t)o->nsizes, sizeof(size_t), cmp_size);
+  return 0;
+}
+
+static int add_dtype(opts *o, const char *t) {
+  int d = parse_dtype(t);
+  for (int k = 0; k < o->ndtypes && d >= 0; k++)
+    if (o->dtypes[k] == d) d = -1;
+  if (d < 0 || o->ndtypes == MAX_DTYPES)
+    return symmpin_test_usage_error(BENCH, "unknown or repeated dtype '%s' (bf16, f32)", t);
+  o->dtypes[o->ndtypes++] = d;
   return 0;
 }
 
 /* Collectives by common/types.h's names, in the order given. */
-static int parse_list_colls(opts *o, const char *val) {
-  char buf[256];
-  snprintf(buf, sizeof(buf), "%s", val);
-  o->ncolls = 0;
-  char *save = NULL;
-  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    int c = symmpin_coll_from_name(t);
-    for (int k = 0; k < o->ncolls && c >= 0; k++)
-      if (o->colls[k] == c) c = -1;
-    if (c < 0)
-      return symmpin_test_usage_error(
-          BENCH, "unknown or repeated collective '%s' (allreduce, allgather, reducescatter)", t);
-    o->colls[o->ncolls++] = c;
-  }
-  if (!o->ncolls) return symmpin_test_usage_error(BENCH, "--colls names no collective");
+static int add_coll(opts *o, const char *t) {
+  int c = symmpin_coll_from_name(t);
+  for (int k = 0; k < o->ncolls && c >= 0; k++)
+    if (o->colls[k] == c) c = -1;
+  if (c < 0)
+    return symmpin_test_usage_error(
+        BENCH, "unknown or repeated collective '%s' (allreduce, allgather, reducescatter)", t);
+  o->colls[o->ncolls++] = c;
   return 0;
 }
 
@@ -246,13 +241,16 @@ static int parse_opts(int argc, char **argv, opts *o) {
       o->timeout_s = v < 5 ? 5 : (unsigned)v;
       break;
     case OPT_SIZES:
-      if ((rc = parse_list_sizes(o, optarg)) != 0) return rc;
+      o->nsizes = 0;
+      if ((rc = parse_list(o, optarg, "--sizes", "size", add_size)) != 0) return rc;
       break;
     case OPT_DTYPES:
-      if ((rc = parse_list_dtypes(o, optarg)) != 0) return rc;
+      o->ndtypes = 0;
+      if ((rc = parse_list(o, optarg, "--dtypes", "datatype", add_dtype)) != 0) return rc;
       break;
     case OPT_COLLS:
-      if ((rc = parse_list_colls(o, optarg)) != 0) return rc;
+      o->ncolls = 0;
+      if ((rc = parse_list(o, optarg, "--colls", "collective", add_coll)) != 0) return rc;
       break;
     case OPT_CHILD:
       if (!symmpin_test_parse_int(optarg, 0, SYMMPIN_KERNEL_MAX_RANKS - 1, &v))
