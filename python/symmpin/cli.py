@@ -22,10 +22,10 @@ usage: symmpin run [--stats] [--require] [--] COMMAND [ARGS...]
        symmpin --help
 
 run: preloads libsymmpin.so under COMMAND (any launcher: torchrun, mpirun, ...), passes its exit
-status on, and prints one summary merged from every rank of every communicator: all-reduces
-redirected to symmpin vs left to NCCL (with the reasons), the time saved where it was measured
-(SYMMPIN_MEASURE, on unless set), symmetric-pool bytes and the busiest sites; nothing when no
-communicator was made. --stats also prints the full per-site tables of every rank. SYMMPIN_*
+status on, and prints one summary merged from every rank of every communicator: calls of each
+collective redirected to symmpin vs left to NCCL (with the reasons), the time saved where it was
+measured (SYMMPIN_MEASURE, on unless set), symmetric-pool bytes and the busiest sites; nothing
+when no communicator was made. --stats also prints the full per-site tables of every rank. SYMMPIN_*
 variables (docs/config.md) apply as usual, but run sets SYMMPIN_STATS_FILE itself (to a temporary
 folder it reads and removes). Where the library cannot be preloaded (a process without the CUDA
 runtime it needs, say: docs/compatibility.md), run says so in one line and runs COMMAND without

@@ -18,7 +18,8 @@ NCCL_OLDEST = (2, 18)
 SHM_LOW_BYTES = 64 << 20  # a margin, not a measured need: a board is a few MiB at most
 MIN_CC = 80  # kernels/select.h: SYMMPIN_KERNEL_MIN_CC
 TRUE_WORDS = ("1", "yes", "on", "true")
-REDIRECT_LINE = "will redirect all-reduces of communicators within this machine"
+REDIRECT_LINE = ("will redirect all-reduces, all-gathers and reduce-scatters of communicators "
+                 "within this machine")
 # What a machine with one usable GPU gets: symmpin is active, but speeds up nothing.
 NOTHING_TO_GAIN = ("nothing to speed up between GPUs: ranks sharing it are served, but gain "
                    "nothing (they take turns on it)")

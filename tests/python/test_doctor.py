@@ -81,9 +81,10 @@ class Verdict(unittest.TestCase):
                       "served, but gain nothing (they take turns on it); GPU 0: NVIDIA H200, "
                       "sm_90: runs sm_90", lines)
         self.assertFalse(any(ln.startswith("FAIL") for ln in lines), lines)
-        self.assertEqual(lines[-1], "verdict: symmpin will redirect all-reduces of communicators "
-                         "within this machine, but this machine has one GPU: nothing to speed "
-                         "up (ranks sharing it take turns on it)")
+        self.assertEqual(lines[-1], "verdict: symmpin will redirect all-reduces, all-gathers and "
+                         "reduce-scatters of communicators within this machine, but this "
+                         "machine has one GPU: nothing to speed up (ranks sharing it take turns "
+                         "on it)")
         self.assertIn("OK    memory_export: VMM and POSIX-fd export on GPU 0", lines)
         out = io.StringIO()
         self.assertEqual(doctor.report(machine(ngpus=1), True, out), 0)
