@@ -47,6 +47,7 @@ extern "C" {
   X(CtxGetCurrent, 4000)                                                                           \
   X(CtxSetCurrent, 4000)                                                                           \
   X(CtxGetDevice, 2000)                                                                            \
+  X(CtxGetId, 12000)                                                                               \
   X(StreamGetCaptureInfo, 11030)                                                                   \
   X(ThreadExchangeStreamCaptureMode, 10010)                                                        \
   X(StreamCreate, 2000)                                                                            \

@@ -23,7 +23,7 @@ CU_ABI = 12000
 CU_FUNCTIONS = (
     "cuGetErrorName", "cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute",
     "cuDeviceGetName", "cuDeviceGetUuid", "cuDeviceCanAccessPeer", "cuDevicePrimaryCtxRetain",
-    "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuStreamGetCaptureInfo",
+    "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuCtxGetId", "cuStreamGetCaptureInfo",
     "cuThreadExchangeStreamCaptureMode", "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize",
     "cuStreamWaitEvent", "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord",
     "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuMemHostAlloc", "cuMemFreeHost",

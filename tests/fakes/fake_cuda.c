@@ -3,8 +3,9 @@
  * cuGetProcAddress_v2 at the CUDA 12.0 ABI (driver/cu.h), runs on machines without a GPU.
  *
  * What it stands in for: a machine of 8 GPUs of compute capability 9.0 that has no device to run
- * anything on. Device queries (count, attributes, names, UUIDs), primary contexts and each
- * thread's current context, the stream-capture state and each thread's capture mode are answered;
+ * anything on. Device queries (count, attributes, names, UUIDs), primary contexts (each with an id
+ * that never changes) and each thread's current context, the stream-capture state and each thread's
+ * capture mode are answered;
  * every function that would touch a device (streams, events, host memory, memset, user objects,
  * modules, launches, virtual memory) returns CUDA_ERROR_NOT_SUPPORTED, so the library falls back
  * to NCCL as it does on a machine whose driver finds no GPU. Peer access is not supported either.
@@ -297,6 +298,17 @@ static CUresult CUDAAPI fake_CtxGetDevice(CUdevice_v1 *device) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   if (!current_ctx) return CUDA_ERROR_INVALID_CONTEXT;
   *device = ctx_device(current_ctx);
+  return CUDA_SUCCESS;
+}
+
+/* Device d's primary context has id d + 1 for the process's life: the fake machine destroys no
+ * context, so no id ever changes. NULL asks for the current context's, as the driver's does. */
+static CUresult CUDAAPI fake_CtxGetId(CUcontext ctx, unsigned long long *ctxId) {
+  ENTER(CtxGetId);
+  if (!ctxId) return CUDA_ERROR_INVALID_VALUE;
+  int d = ctx_device(ctx ? ctx : current_ctx);
+  if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctxId = (unsigned long long)d + 1;
   return CUDA_SUCCESS;
 }
 

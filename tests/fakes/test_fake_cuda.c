@@ -340,12 +340,12 @@ Test(fake_cuda, device_work_is_not_supported_and_counted) {
   NS(MemGetAllocationGranularity,
      MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
 #undef NS
-  /* With the 13 functions the fake machine answers and DeviceCanAccessPeer: the whole list. */
+  /* With the 14 functions the fake machine answers and DeviceCanAccessPeer: the whole list. */
   int listed = 0;
 #define COUNT(name, ver) listed++;
   SYMMPIN_CU_FUNCTIONS(COUNT)
 #undef COUNT
-  cr_assert_eq(n + 14, listed, "%d not supported + 14 answered, %d listed", n, listed);
+  cr_assert_eq(n + 15, listed, "%d not supported + 15 answered, %d listed", n, listed);
 }
 
 Test(fake_cuda, an_injected_failure_hits_the_next_call_only) {
@@ -441,6 +441,21 @@ Test(fake_cuda, cudaSetDevice_makes_the_primary_context_current_on_its_thread) {
   cr_assert_eq(cudaGetDevice(&rd), cudaSuccess);
   cr_assert_eq(rd, 0);
   cr_assert_eq(t.CtxGetDevice(&d), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+Test(fake_cuda, a_context_s_id_is_its_device_s_for_good) {
+  symmpin_cu_table t = initialized();
+  unsigned long long id = 0;
+  cr_assert_eq(t.CtxGetId(NULL, &id), CUDA_ERROR_INVALID_CONTEXT, "no context at thread start");
+  cr_assert_eq(cudaSetDevice(4), cudaSuccess);
+  cr_assert_eq(t.CtxGetId(NULL, &id), CUDA_SUCCESS, "NULL: the current context");
+  cr_assert_eq(id, 5);
+  CUcontext primary2 = NULL;
+  cr_assert_eq(t.DevicePrimaryCtxRetain(&primary2, 2), CUDA_SUCCESS);
+  cr_assert_eq(t.CtxGetId(primary2, &id), CUDA_SUCCESS);
+  cr_assert_eq(id, 3);
+  cr_assert_eq(t.CtxGetId((CUcontext)(uintptr_t)0x42, &id), CUDA_ERROR_INVALID_CONTEXT);
+  cr_assert_eq(t.CtxGetId(primary2, NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
 Test(fake_cuda, the_capture_switch_is_the_drivers) {
