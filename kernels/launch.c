@@ -117,6 +117,38 @@ static CUresult image_load(int i) {
   return r;
 }
 
+/* "sm_90 cubin", "compute_90 PTX": image i as the log names it. */
+static const char *image_name(int i, char *buf, size_t len) {
+  const symmpin_kernel_image *im = &symmpin_kernel_images[i];
+  snprintf(buf, len, "%s_%d %s", im->is_ptx ? "compute" : "sm", im->arch,
+           im->is_ptx ? "PTX" : "cubin");
+  return buf;
+}
+
+/* The driver refused the cubin picked for the device (`refused`): give it the PTX for the GPU, if
+ * the build carries one, which the driver compiles (docs/compatibility.md). Returns the PTX's
+ * outcome and makes it d->image; `refused` with d->image unchanged when there is none. Logs which
+ * image serves and appends what was tried to `tried` (for d->why, if nothing serves). */
+static CUresult load_ptx_instead(int device, device_code *d, const int *arch, const int *is_ptx,
+                                 int n, CUresult refused, char *tried, size_t len) {
+  int ptx = symmpin_kernel_image_pick_ptx(arch, is_ptx, n, d->cc);
+  size_t at = strlen(tried);
+  if (ptx < 0) {
+    snprintf(tried + at, len - at, ", and there is no PTX for it");
+    return refused;
+  }
+  char cubin_name[32], ptx_name[32];
+  image_name(d->image, cubin_name, sizeof cubin_name);
+  image_name(ptx, ptx_name, sizeof ptx_name);
+  CUresult r = image_load(ptx);
+  SYMMPIN_INFO("device %d: the driver refused the %s (%s); the %s %s", device, cubin_name,
+               symmpin_cu_error_name(refused), ptx_name,
+               r == CUDA_SUCCESS ? "serves instead" : "failed too");
+  snprintf(tried + at, len - at, "; the %s: %s", ptx_name, symmpin_cu_error_name(r));
+  d->image = ptx;
+  return r;
+}
+
 static void load(int device, device_code *d) {
   CUdevice dev;
   int major = 0, minor = 0;
@@ -133,24 +165,17 @@ static void load(int device, device_code *d) {
   }
   d->image = d->cc > 0 ? symmpin_kernel_image_pick(arch, is_ptx, n, d->cc) : -1;
   CUresult r = d->image >= 0 ? image_load(d->image) : CUDA_SUCCESS;
-  /* A cubin the driver refuses (an image it cannot load): the PTX, if there is one for the GPU. */
-  if (r != CUDA_SUCCESS && !is_ptx[d->image]) {
-    for (int i = 0; i < n; i++) is_ptx[i] = is_ptx[i] ? 1 : 2; /* cubins out of the choice */
-    int ptx = symmpin_kernel_image_pick(arch, is_ptx, n, d->cc);
-    if (ptx >= 0 && is_ptx[ptx] == 1) {
-      CUresult rp = image_load(ptx);
-      SYMMPIN_INFO("device %d: the driver refused the sm_%d image (%s); the compute_%d PTX %s",
-                   device, arch[d->image], symmpin_cu_error_name(r), arch[ptx],
-                   rp == CUDA_SUCCESS ? "serves instead" : "failed too");
-      if (rp == CUDA_SUCCESS) d->image = ptx, r = rp;
-    }
+  char name[32], tried[160]; /* what the driver refused */
+  if (r != CUDA_SUCCESS) {
+    snprintf(tried, sizeof tried, "the %s: %s", image_name(d->image, name, sizeof name),
+             symmpin_cu_error_name(r));
+    if (!is_ptx[d->image]) r = load_ptx_instead(device, d, arch, is_ptx, n, r, tried, sizeof tried);
   }
-  if (d->image >= 0 && r != CUDA_SUCCESS) {
+  if (r != CUDA_SUCCESS) {
     /* Code exists for this GPU, and the driver would not load it: say so (not "no code"). */
     snprintf(d->why, sizeof d->why,
-             "the CUDA driver cannot load symmpin's kernels for device %d (sm_%d, %s image): %s",
-             device, d->cc, symmpin_kernel_images[d->image].is_ptx ? "PTX" : "cubin",
-             symmpin_cu_error_name(r));
+             "the CUDA driver cannot load symmpin's kernels for device %d (sm_%d): %s", device,
+             d->cc, tried);
     atomic_store(&d->state, 2);
     return;
   }
@@ -162,6 +187,9 @@ static void load(int device, device_code *d) {
   }
   d->pdl = symmpin_kernel_pdl_usable(d->cc, symmpin_kernel_images[d->image].arch);
   if (symmpin_cu.CtxGetCurrent(&d->ctx) != CUDA_SUCCESS) d->ctx = NULL;
+  SYMMPIN_INFO("device %d (sm_%d): symmpin's kernels from the %s, %s programmatic dependent "
+               "launch",
+               device, d->cc, image_name(d->image, name, sizeof name), d->pdl ? "with" : "without");
   atomic_store(&d->state, 1);
 }
 

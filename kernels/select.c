@@ -90,15 +90,20 @@ symmpin_status symmpin_kernel_arch_check(int device, int cc, bool has_code, cons
 
 bool symmpin_kernel_pdl_usable(int cc, int code_arch) { return cc >= 90 && code_arch >= 90; }
 
+int symmpin_kernel_image_pick_ptx(const int *arch, const int *is_ptx, int n, int cc) {
+  int ptx = -1;
+  for (int i = 0; i < n; i++)
+    if (is_ptx[i] && arch[i] <= cc && (ptx < 0 || arch[i] > arch[ptx])) ptx = i;
+  return ptx;
+}
+
 int symmpin_kernel_image_pick(const int *arch, const int *is_ptx, int n, int cc) {
-  int cubin = -1, ptx = -1;
-  for (int i = 0; i < n; i++) {
+  int cubin = -1;
+  for (int i = 0; i < n; i++)
     if (!is_ptx[i] && arch[i] / 10 == cc / 10 && arch[i] <= cc &&
         (cubin < 0 || arch[i] > arch[cubin]))
       cubin = i;
-    if (is_ptx[i] && arch[i] <= cc && (ptx < 0 || arch[i] > arch[ptx])) ptx = i;
-  }
-  return cubin >= 0 ? cubin : ptx;
+  return cubin >= 0 ? cubin : symmpin_kernel_image_pick_ptx(arch, is_ptx, n, cc);
 }
 
 bool symmpin_kernel_supports(int coll, int dtype, int op) {

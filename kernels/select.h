@@ -108,6 +108,9 @@ bool symmpin_kernel_pdl_usable(int cc, int code_arch);
  * above the GPU's, which the driver compiles for it; else -1. As the CUDA runtime chooses from a
  * fat binary. */
 int symmpin_kernel_image_pick(const int *arch, const int *is_ptx, int n, int cc);
+/* The PTX symmpin_kernel_image_pick would fall back to, cubins left out: what the driver is given
+ * when it refused the cubin picked for the GPU; -1 if the images hold no PTX for it. */
+int symmpin_kernel_image_pick_ptx(const int *arch, const int *is_ptx, int n, int cc);
 
 /* One-shot family. Largest per-rank input (bytes) that uses LL; provisional until measured on
  * 2/4/8 GPUs. */

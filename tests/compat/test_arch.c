@@ -61,3 +61,25 @@ Test(arch, pdl_only_where_gpu_and_code_have_it) {
   cr_assert_not(symmpin_kernel_pdl_usable(90, 80)); /* sm_90 GPU running compute_80 code */
   cr_assert_not(symmpin_kernel_pdl_usable(90, 0));
 }
+
+/* The default build's images, in embed.py's order: cubins, then the PTX. */
+static const int image_arch[] = {80, 90, 100, 120, 90};
+static const int image_is_ptx[] = {0, 0, 0, 0, 1};
+
+Test(arch, images_are_picked_as_the_runtime_picks_from_a_fat_binary) {
+  struct {
+    int cc, image;
+  } cases[] = {{80, 0},  {86, 0},  {89, 0},  {90, 1},  {100, 2}, {103, 2},
+               {110, 4}, {120, 3}, {121, 3}, {130, 4}, {75, -1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_assert_eq(symmpin_kernel_image_pick(image_arch, image_is_ptx, 5, cases[i].cc),
+                 cases[i].image, "sm_%d", cases[i].cc);
+}
+
+Test(arch, the_ptx_instead_of_a_refused_cubin) {
+  /* Never a cubin, whatever its architecture; the PTX only where it is not newer than the GPU. */
+  cr_assert_eq(symmpin_kernel_image_pick_ptx(image_arch, image_is_ptx, 5, 90), 4);
+  cr_assert_eq(symmpin_kernel_image_pick_ptx(image_arch, image_is_ptx, 5, 120), 4);
+  cr_assert_eq(symmpin_kernel_image_pick_ptx(image_arch, image_is_ptx, 5, 86), -1);
+  cr_assert_eq(symmpin_kernel_image_pick_ptx(image_arch, image_is_ptx, 4, 120), -1, "no PTX");
+}

@@ -328,6 +328,13 @@ static void log_to_memory(void) {
   symmpin_log_configure(SYMMPIN_LOG_INFO, log_fd);
 }
 
+static const char *log_text(void) {
+  static char text[16384];
+  ssize_t n = pread(log_fd, text, sizeof text - 1, 0);
+  text[n > 0 ? n : 0] = '\0';
+  return text;
+}
+
 /* ---- the image a device gets ---- */
 
 Test(launch, an_sm_90_gpu_runs_the_sm_90_cubin, .init = log_to_memory) {
@@ -340,6 +347,8 @@ Test(launch, an_sm_90_gpu_runs_the_sm_90_cubin, .init = log_to_memory) {
   cr_assert_str_eq(l.name, "symmpin_ll_FLOAT32_SUM");
   cr_assert_eq(loads[IMG_SM90], 1);
   cr_assert_eq(loads[IMG_PTX90] + loads[IMG_SM80], 0);
+  cr_assert(strstr(log_text(), "device 0 (sm_90): symmpin's kernels from the sm_90 cubin"), "%s",
+            log_text());
 }
 
 Test(launch, an_sm_86_gpu_runs_the_sm_80_cubin) {
@@ -368,4 +377,59 @@ Test(launch, a_thread_without_a_context_launches_nothing, .init = log_to_memory)
   cr_assert_str_eq(why, "no CUDA device is current on this thread");
   cr_assert_eq(launch_ll(), SYMMPIN_ERR_CUDA);
   cr_assert_eq(nlaunches, 0);
+}
+
+/* ---- a cubin the driver refuses (issue 36, item 4) ---- */
+
+/* The driver refuses the sm_90 cubin (when loading it, or the kernel into the context): the
+ * compute_90 PTX serves instead, and the log says which image serves. */
+static void ptx_serves_when_the_cubin_is_refused(refusal how) {
+  log_to_memory();
+  refuse_cubins = how;
+  ctx_make(0, 0);
+  char why[300] = "x";
+  cr_assert_eq(symmpin_kernel_device_check(why, sizeof why), SYMMPIN_OK,
+               "the device stays on NCCL: %s", why);
+  cr_assert_eq(launch_ll(), SYMMPIN_OK);
+  cr_assert_eq(last_launch().image, IMG_PTX90, "launched from image %d", last_launch().image);
+  cr_assert_eq(loads[IMG_SM90], 1, "the cubin was tried once");
+  cr_assert_eq(loads[IMG_PTX90], 1, "the PTX was loaded once");
+  cr_assert(strstr(log_text(), "the driver refused the sm_90 cubin"), "%s", log_text());
+  cr_assert(strstr(log_text(), "the compute_90 PTX serves instead"), "%s", log_text());
+  cr_assert(strstr(log_text(), "symmpin's kernels from the compute_90 PTX"), "%s", log_text());
+}
+
+Test(launch, a_cubin_refused_at_load_falls_back_to_the_ptx) {
+  ptx_serves_when_the_cubin_is_refused(REFUSE_AT_LOAD);
+}
+
+Test(launch, a_cubin_refused_in_the_context_falls_back_to_the_ptx) {
+  ptx_serves_when_the_cubin_is_refused(REFUSE_IN_CONTEXT);
+}
+
+Test(launch, a_gpu_whose_cubin_and_ptx_are_refused_stays_on_nccl, .init = log_to_memory) {
+  refuse_cubins = REFUSE_AT_LOAD;
+  refuse_ptx = REFUSE_IN_CONTEXT;
+  ctx_make(0, 0);
+  char why[300] = "";
+  cr_assert_eq(symmpin_kernel_device_check(why, sizeof why), SYMMPIN_ERR_UNSUPPORTED);
+  cr_assert_eq(loads[IMG_PTX90], 1, "the PTX was tried");
+  cr_assert(strstr(why, "the CUDA driver cannot load symmpin's kernels for device 0 (sm_90): the "
+                        "sm_90 cubin: CUDA_ERROR_INVALID_IMAGE; the compute_90 PTX: "
+                        "CUDA_ERROR_NO_BINARY_FOR_GPU"),
+            "%s", why);
+  cr_assert(strstr(log_text(), "the compute_90 PTX failed too"), "%s", log_text());
+  cr_assert_eq(launch_ll(), SYMMPIN_ERR_CUDA);
+  cr_assert_eq(nlaunches, 0);
+}
+
+Test(launch, a_refused_cubin_with_no_ptx_for_the_gpu_keeps_it_on_nccl, .init = log_to_memory) {
+  gpu_cc = 86; /* the sm_80 cubin's; the compute_90 PTX is too new for it */
+  refuse_cubins = REFUSE_AT_LOAD;
+  ctx_make(0, 0);
+  char why[300] = "";
+  cr_assert_eq(symmpin_kernel_device_check(why, sizeof why), SYMMPIN_ERR_UNSUPPORTED);
+  cr_assert_str_eq(why, "the CUDA driver cannot load symmpin's kernels for device 0 (sm_86): the "
+                        "sm_80 cubin: CUDA_ERROR_INVALID_IMAGE, and there is no PTX for it");
+  cr_assert_eq(loads[IMG_PTX90], 0);
 }
