@@ -47,6 +47,20 @@ static int kernel_index(int family, int dtype, int op) {
 static CUlibrary libraries[MAX_IMAGES];                             /* under load_lock */
 static _Atomic(CUkernel) kernels[MAX_IMAGES][SYMMPIN_KERNEL_COUNT]; /* found at first use */
 
+/* The kernels as functions of one context of a device (cuKernelGetFunction), each found at its
+ * first launch there. Keyed by the context's id (cuCtxGetId: unique for the process's life), never
+ * by its address: a context made after cudaDeviceReset or cuCtxDestroy can get the address of the
+ * one that went, and that one's functions went with it. The key follows the context that launches:
+ * a launch from another context (the device's new primary context after a reset, or a context of
+ * the program's own beside it) re-keys the cache to it. Read without a lock: `seq` is odd while the
+ * key changes (under load_lock), and a read counts only when `seq` was even and the same before
+ * and after it (a seqlock), so no launch gets a function of another context. */
+typedef struct fn_cache {
+  _Atomic unsigned long seq;
+  _Atomic unsigned long long ctx_id;
+  _Atomic(CUfunction) fn[SYMMPIN_KERNEL_COUNT]; /* NULL: not found yet in this context */
+} fn_cache;
+
 #define MAX_DEVICES 64
 typedef struct device_code {
   _Atomic int state; /* 0 not tried, 1 loaded, 2 no code or failed (why says why) */
@@ -54,10 +68,7 @@ typedef struct device_code {
   int image;         /* the index in symmpin_kernel_images */
   bool pdl;          /* the LL kernel is launched with programmatic dependent launch */
   char why[256];
-  /* The kernels as functions of the context current at the load (cuKernelGetFunction), found at
-   * their first launch there; a launch from another context of the device asks the driver. */
-  CUcontext ctx;
-  _Atomic(CUfunction) fn[SYMMPIN_KERNEL_COUNT];
+  fn_cache fns;
 } device_code;
 static device_code devices[MAX_DEVICES];
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,11 +93,34 @@ static CUkernel kernel_of(int image, int index) {
   return k;
 }
 
+/* Kernel `index` in the context `ctx_id`, if the cache has it; NULL if not, or if the cache
+ * changed key meanwhile. */
+static CUfunction fn_cache_find(fn_cache *c, unsigned long long ctx_id, int index) {
+  unsigned long seq = atomic_load(&c->seq);
+  if ((seq & 1) || atomic_load(&c->ctx_id) != ctx_id) return NULL;
+  CUfunction f = atomic_load(&c->fn[index]);
+  return atomic_load(&c->seq) == seq ? f : NULL;
+}
+
+/* Keep kernel `index`'s function `f` of context `ctx_id`, the cache emptied and re-keyed first if
+ * it held another context's. */
+static void fn_cache_keep(fn_cache *c, unsigned long long ctx_id, int index, CUfunction f) {
+  pthread_mutex_lock(&load_lock);
+  if (atomic_load(&c->ctx_id) != ctx_id) {
+    atomic_fetch_add(&c->seq, 1); /* odd: readers miss while the key and the functions change */
+    atomic_store(&c->ctx_id, ctx_id);
+    for (int i = 0; i < SYMMPIN_KERNEL_COUNT; i++) atomic_store(&c->fn[i], NULL);
+    atomic_fetch_add(&c->seq, 1);
+  }
+  atomic_store(&c->fn[index], f);
+  pthread_mutex_unlock(&load_lock);
+}
+
 /* Kernel `index` of the device's image as a function of the current context. */
 static CUfunction function_of(device_code *d, int index) {
-  CUcontext ctx = NULL;
-  bool cached = symmpin_cu.CtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx && ctx == d->ctx;
-  CUfunction f = cached ? atomic_load_explicit(&d->fn[index], memory_order_acquire) : NULL;
+  unsigned long long ctx_id = 0;
+  bool keyed = symmpin_cu.CtxGetId(NULL, &ctx_id) == CUDA_SUCCESS;
+  CUfunction f = keyed ? fn_cache_find(&d->fns, ctx_id, index) : NULL;
   if (f) return f;
   CUkernel k = kernel_of(d->image, index);
   if (!k) return NULL;
@@ -96,7 +130,7 @@ static CUfunction function_of(device_code *d, int index) {
                  kernel_names[index], symmpin_cu_error_name(r));
     return NULL;
   }
-  if (cached) atomic_store_explicit(&d->fn[index], f, memory_order_release);
+  if (keyed) fn_cache_keep(&d->fns, ctx_id, index, f);
   return f;
 }
 
@@ -186,7 +220,6 @@ static void load(int device, device_code *d) {
     return;
   }
   d->pdl = symmpin_kernel_pdl_usable(d->cc, symmpin_kernel_images[d->image].arch);
-  if (symmpin_cu.CtxGetCurrent(&d->ctx) != CUDA_SUCCESS) d->ctx = NULL;
   SYMMPIN_INFO("device %d (sm_%d): symmpin's kernels from the %s, %s programmatic dependent "
                "launch",
                device, d->cc, image_name(d->image, name, sizeof name), d->pdl ? "with" : "without");

@@ -77,6 +77,11 @@ static CUcontext ctx_make(int slot, int device) {
   return (CUcontext)&ctxs[slot];
 }
 
+/* Destroy context `slot`: its functions die with it (a launch of one fails from now on). */
+static void ctx_destroy(int slot) { atomic_store(&ctxs[slot].id, 0); }
+
+static unsigned long long ctx_id(int slot) { return atomic_load(&ctxs[slot].id); }
+
 static void ctx_set(int slot) { current = slot < 0 ? NULL : &ctxs[slot]; }
 
 static bool alive(const fake_ctx *c) { return c && atomic_load(&c->id) != 0; }
@@ -432,4 +437,82 @@ Test(launch, a_refused_cubin_with_no_ptx_for_the_gpu_keeps_it_on_nccl, .init = l
   cr_assert_str_eq(why, "the CUDA driver cannot load symmpin's kernels for device 0 (sm_86): the "
                         "sm_80 cubin: CUDA_ERROR_INVALID_IMAGE, and there is no PTX for it");
   cr_assert_eq(loads[IMG_PTX90], 0);
+}
+
+/* ---- functions per context, not per context address (issue 36, item 3) ---- */
+
+/* cudaDeviceReset, then the program goes on: the device's new context has the old one's address.
+ * Its launches must use functions loaded into it, not the destroyed context's. */
+Test(launch, a_context_made_at_a_destroyed_one_s_address_gets_functions_of_its_own) {
+  ctx_make(0, 0);
+  cr_assert_eq(launch_ll(), SYMMPIN_OK);
+  unsigned long long first = ctx_id(0);
+  cr_assert_eq(last_launch().ctx_id, first);
+  ctx_destroy(0);
+  ctx_make(0, 0); /* the same address, a new context */
+  cr_assert_neq(ctx_id(0), first);
+  symmpin_status st = launch_ll();
+  cr_assert_eq(bad_handles, 0,
+               "a launch used a function of the destroyed context (launch returned %s)",
+               symmpin_status_name(st));
+  cr_assert_eq(st, SYMMPIN_OK);
+  cr_assert_eq(last_launch().ctx_id, ctx_id(0));
+  /* Then kept for the new context: one function per kernel per context. */
+  int before = functions;
+  for (int i = 0; i < 3; i++) cr_assert_eq(launch_ll(), SYMMPIN_OK);
+  cr_assert_eq(functions, before, "the new context's function is kept");
+  cr_assert_eq(bad_handles, 0);
+}
+
+/* The program's own context beside the primary one (cuCtxCreate), both live, launching in turn. */
+Test(launch, two_live_contexts_of_a_device_launch_their_own_functions) {
+  ctx_make(0, 0);
+  ctx_make(1, 0);
+  for (int i = 0; i < 6; i++) {
+    ctx_set(i % 2);
+    cr_assert_eq(i % 3 == 2 ? launch_group() : launch_ll(), SYMMPIN_OK, "launch %d", i);
+    cr_assert_eq(last_launch().ctx_id, ctx_id(i % 2), "launch %d", i);
+  }
+  cr_assert_eq(bad_handles, 0);
+}
+
+/* Threads launching at once from two contexts of one device (each thread's own current context),
+ * while a third context is destroyed and made again at its address: every launch gets its own
+ * context's function. */
+typedef struct launcher {
+  int slot;
+  int rounds;
+  long failed;
+} launcher;
+static pthread_barrier_t start;
+
+static void *launch_loop(void *p) {
+  launcher *l = p;
+  pthread_barrier_wait(&start);
+  if (l->slot == 2) {
+    for (int i = 0; i < l->rounds; i++) {
+      ctx_make(2, 0);
+      if (launch_ll() != SYMMPIN_OK) l->failed++;
+      ctx_destroy(2);
+    }
+    return NULL;
+  }
+  ctx_set(l->slot);
+  for (int i = 0; i < l->rounds; i++)
+    if ((i % 4 == 3 ? launch_group() : launch_ll()) != SYMMPIN_OK) l->failed++;
+  return NULL;
+}
+
+Test(launch, threads_on_several_contexts_never_get_each_other_s_functions, .timeout = 60) {
+  ctx_make(0, 0);
+  ctx_make(1, 0);
+  cr_assert_eq(launch_ll(), SYMMPIN_OK); /* the device's code, loaded before the threads start */
+  launcher l[3] = {{0, 100000, 0}, {1, 100000, 0}, {2, 20000, 0}};
+  pthread_t th[3];
+  pthread_barrier_init(&start, NULL, 3);
+  for (int i = 0; i < 3; i++) cr_assert_eq(pthread_create(&th[i], NULL, launch_loop, &l[i]), 0);
+  for (int i = 0; i < 3; i++) cr_assert_eq(pthread_join(th[i], NULL), 0);
+  cr_assert_eq(bad_handles, 0, "%ld launches with another context's function", bad_handles);
+  cr_assert_eq(l[0].failed + l[1].failed + l[2].failed, 0);
+  cr_assert_eq(launched, 1 + 100000 + 100000 + 20000);
 }
