@@ -183,7 +183,27 @@ static CUresult load_ptx_instead(int device, device_code *d, const int *arch, co
   return r;
 }
 
-static void load(int device, device_code *d) {
+/* Whether the device's LL and group launches take programmatic dependent launch (select.h), and
+ * the INFO line naming the image that serves the device, with or without PDL: why not, where only
+ * the driver's version keeps it off. */
+static void pdl_decide(int device, device_code *d) {
+  int code_arch = symmpin_kernel_images[d->image].arch;
+  int driver = symmpin_cu_open()->driver_version;
+  d->pdl = symmpin_kernel_pdl_usable(d->cc, code_arch, driver);
+  char no_pdl[96] = "", name[32];
+  if (!d->pdl && symmpin_kernel_pdl_usable(d->cc, code_arch, SYMMPIN_KERNEL_PDL_MIN_DRIVER))
+    snprintf(no_pdl, sizeof no_pdl,
+             " (the driver supports CUDA %d.%d; symmpin uses it from %d.%d on)", driver / 1000,
+             driver % 1000 / 10, SYMMPIN_KERNEL_PDL_MIN_DRIVER / 1000,
+             SYMMPIN_KERNEL_PDL_MIN_DRIVER % 1000 / 10);
+  SYMMPIN_INFO("device %d (sm_%d): symmpin's kernels from the %s, %s programmatic dependent "
+               "launch%s",
+               device, d->cc, image_name(d->image, name, sizeof name), d->pdl ? "with" : "without",
+               no_pdl);
+}
+
+/* The compute capability of `device`, x10; 0 where the driver does not say. */
+static int compute_capability(int device) {
   CUdevice dev;
   int major = 0, minor = 0;
   if (symmpin_cu.DeviceGet(&dev, device) == CUDA_SUCCESS &&
@@ -191,7 +211,12 @@ static void load(int device, device_code *d) {
           CUDA_SUCCESS &&
       symmpin_cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) ==
           CUDA_SUCCESS)
-    d->cc = major * 10 + minor;
+    return major * 10 + minor;
+  return 0;
+}
+
+static void load(int device, device_code *d) {
+  d->cc = compute_capability(device);
   int arch[MAX_IMAGES], is_ptx[MAX_IMAGES], n = 0;
   for (; n < symmpin_kernel_image_count && n < MAX_IMAGES; n++) {
     arch[n] = symmpin_kernel_images[n].arch;
@@ -219,10 +244,7 @@ static void load(int device, device_code *d) {
     atomic_store(&d->state, 2);
     return;
   }
-  d->pdl = symmpin_kernel_pdl_usable(d->cc, symmpin_kernel_images[d->image].arch);
-  SYMMPIN_INFO("device %d (sm_%d): symmpin's kernels from the %s, %s programmatic dependent "
-               "launch",
-               device, d->cc, image_name(d->image, name, sizeof name), d->pdl ? "with" : "without");
+  pdl_decide(device, d);
   atomic_store(&d->state, 1);
 }
 

@@ -88,7 +88,9 @@ symmpin_status symmpin_kernel_arch_check(int device, int cc, bool has_code, cons
   return SYMMPIN_OK;
 }
 
-bool symmpin_kernel_pdl_usable(int cc, int code_arch) { return cc >= 90 && code_arch >= 90; }
+bool symmpin_kernel_pdl_usable(int cc, int code_arch, int driver_version) {
+  return cc >= 90 && code_arch >= 90 && driver_version >= SYMMPIN_KERNEL_PDL_MIN_DRIVER;
+}
 
 int symmpin_kernel_image_pick_ptx(const int *arch, const int *is_ptx, int n, int cc) {
   int ptx = -1;

@@ -99,8 +99,13 @@ symmpin_status symmpin_kernel_arch_check(int device, int cc, bool has_code, cons
  * i.e. from PTX of compute_90 or newer: `code_arch` is that virtual architecture
  * (cudaFuncAttributes.ptxVersion). sm_80 code, also where a newer GPU JIT-compiles compute_80
  * PTX, has none, and a launch attribute without them could let the kernel overtake its
- * predecessor's writes. */
-bool symmpin_kernel_pdl_usable(int cc, int code_arch);
+ * predecessor's writes. And the driver (`driver_version`, cuDriverGetVersion's 12030 for CUDA 12.3;
+ * -1 unknown) is CUDA 12.3 or newer: the kernels are launched with the attribute also while the
+ * program captures a graph, and programmatic edges in graphs came with 12.3; what an older driver
+ * does with it during capture (ignore it, or fail the launch and so the program's capture) is
+ * not known. */
+#define SYMMPIN_KERNEL_PDL_MIN_DRIVER 12030
+bool symmpin_kernel_pdl_usable(int cc, int code_arch, int driver_version);
 
 /* Which of the embedded images (arch[i] x10, is_ptx[i]) runs on a GPU of compute capability cc
  * (x10): the cubin of the same major generation with the highest minor not above the GPU's (sm_80

@@ -53,13 +53,23 @@ Test(arch, gpus_without_code_are_refused_with_the_list) {
 }
 
 Test(arch, pdl_only_where_gpu_and_code_have_it) {
-  cr_assert(symmpin_kernel_pdl_usable(90, 90));
-  cr_assert(symmpin_kernel_pdl_usable(100, 100));
-  cr_assert(symmpin_kernel_pdl_usable(110, 90)); /* JIT from compute_90: griddepcontrol inside */
-  cr_assert_not(symmpin_kernel_pdl_usable(80, 80));
-  cr_assert_not(symmpin_kernel_pdl_usable(89, 80));
-  cr_assert_not(symmpin_kernel_pdl_usable(90, 80)); /* sm_90 GPU running compute_80 code */
-  cr_assert_not(symmpin_kernel_pdl_usable(90, 0));
+  cr_assert(symmpin_kernel_pdl_usable(90, 90, 12030));
+  cr_assert(symmpin_kernel_pdl_usable(100, 100, 13000));
+  cr_assert(symmpin_kernel_pdl_usable(110, 90, 13000)); /* JIT from compute_90: griddepcontrol */
+  cr_assert_not(symmpin_kernel_pdl_usable(80, 80, 13000));
+  cr_assert_not(symmpin_kernel_pdl_usable(89, 80, 13000));
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 80, 13000)); /* sm_90 GPU running compute_80 code */
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 0, 13000));
+}
+
+Test(arch, pdl_only_on_drivers_from_cuda_12_3) {
+  /* Programmatic edges in captured graphs came with CUDA 12.3. */
+  cr_assert_eq(SYMMPIN_KERNEL_PDL_MIN_DRIVER, 12030);
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 90, 12000));
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 90, 12020));
+  cr_assert_not(symmpin_kernel_pdl_usable(90, 90, -1), "a driver of unknown version");
+  cr_assert(symmpin_kernel_pdl_usable(90, 90, 12030));
+  cr_assert(symmpin_kernel_pdl_usable(90, 90, 12040));
 }
 
 /* The default build's images, in embed.py's order: cubins, then the PTX. */

@@ -516,3 +516,54 @@ Test(launch, threads_on_several_contexts_never_get_each_other_s_functions, .time
   cr_assert_eq(l[0].failed + l[1].failed + l[2].failed, 0);
   cr_assert_eq(launched, 1 + 100000 + 100000 + 20000);
 }
+
+/* ---- programmatic dependent launch and the driver's version (issue 36, item 5) ---- */
+
+/* Which launches carry the programmatic-stream-serialization attribute on a driver of `version`:
+ * LL and group launches, eager and while the program captures a graph (programmatic edges in
+ * graphs came with CUDA 12.3), never the copy algorithm. */
+static void pdl_with_driver(int version, bool want) {
+  log_to_memory();
+  driver_version = version;
+  ctx_make(0, 0);
+  for (int captured = 0; captured < 2; captured++) {
+    capturing = captured;
+    cr_assert_eq(launch_ll(), SYMMPIN_OK);
+    cr_assert_eq(last_launch().captured, captured);
+    cr_assert_eq(last_launch().pdl, want, "LL, driver %d, %s", version,
+                 captured ? "captured" : "eager");
+    cr_assert_eq(last_launch().num_attrs, want ? 1u : 0u);
+    cr_assert_eq(launch_group(), SYMMPIN_OK);
+    cr_assert_eq(last_launch().pdl, want, "group, driver %d, %s", version,
+                 captured ? "captured" : "eager");
+    symmpin_kernel_call c = copy_call();
+    cr_assert_eq(symmpin_kernel_launch(&c, NULL), SYMMPIN_OK);
+    cr_assert_str_eq(last_launch().name, "symmpin_copy_FLOAT32_SUM");
+    cr_assert_not(last_launch().pdl, "the copy algorithm launches plainly");
+  }
+}
+
+ParameterizedTestParameters(launch, no_pdl_on_drivers_before_cuda_12_3) {
+  static int versions[] = {12000, 12010, 12020};
+  return cr_make_param_array(int, versions, sizeof versions / sizeof versions[0]);
+}
+ParameterizedTest(int *version, launch, no_pdl_on_drivers_before_cuda_12_3) {
+  pdl_with_driver(*version, false);
+  char line[200];
+  snprintf(line, sizeof line,
+           "symmpin's kernels from the sm_90 cubin, without programmatic dependent launch (the "
+           "driver supports CUDA 12.%d; symmpin uses it from 12.3 on)",
+           *version % 1000 / 10);
+  cr_assert(strstr(log_text(), line), "%s", log_text());
+}
+
+ParameterizedTestParameters(launch, pdl_on_drivers_from_cuda_12_3) {
+  static int versions[] = {12030, 12080, 13000};
+  return cr_make_param_array(int, versions, sizeof versions / sizeof versions[0]);
+}
+ParameterizedTest(int *version, launch, pdl_on_drivers_from_cuda_12_3) {
+  pdl_with_driver(*version, true);
+  cr_assert(strstr(log_text(), "symmpin's kernels from the sm_90 cubin, with programmatic "
+                               "dependent launch\n"),
+            "%s", log_text());
+}
