@@ -273,7 +273,7 @@ shared_gpu() { [ "$(ranks_per_gpu "$RANKS")" -gt 1 ]; }
 # shellcheck source=scripts/suite_steps_torch.sh
 . "$SUITE_ROOT/scripts/suite_steps_torch.sh"
 
-all=(info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge two_streams
+all=(info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge reset two_streams
      group_simulate straggler deadline trust_side trust_sites trust_graphs trust_fault trust_abort
      trust_churn trust_busy life two_hosts mixed_hosts ddp tp dedicated bench speed tp_decode
      tp_decode_compile sp_decode dp_groups groups_back overlap)
@@ -281,7 +281,7 @@ all=(info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threa
 # the runs of 2026-12-02: a 230 s, b 470 s with a 60 s straggler, d 560 s; 2026-12-03: b 356 s
 # with a 5 s straggler, c about 430 s with sp_decode's 277 s).
 declare -A groups=(
-  [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy life bench speed"
+  [a]="info oneshot pool peer_access sanitizer sanitizer_ranks app colls app_threads app_diverge reset two_streams group_simulate deadline trust_side trust_sites trust_fault trust_abort trust_busy life bench speed"
   [b]="two_hosts mixed_hosts trust_graphs straggler ddp tp dedicated dp_groups"
   [c]="tp_decode overlap tp_decode_compile sp_decode groups_back"
   [d]="trust_churn"

@@ -80,6 +80,18 @@ s_app_threads() { # ranks as threads of one process, and one thread driving ever
 s_app_diverge() { # ranks reach some calls from different sites: right results
   compare_runs app-diverge '^RESULT|symmpin-app:' "$RANKS" 0 "$APP" --mode procs --ranks "$RANKS" --diverge
 }
+s_reset() { # cudaDeviceReset, then launches in the new context of the same process (issue 36,
+  # item 3: kernel functions of the destroyed context, whose address the new one may have, must
+  # never be launched): the kernels alone, exact before and after; then our NCCL program with a
+  # new communicator after the reset, as NCCL alone, both communicators of every rank redirected
+  "$B/tests/gpu/test_oneshot" 2 --reset >"$OUT/logs/reset-oneshot.out" 2>&1
+  local rc=$?
+  grep -E '^reset|^FAIL|^test_oneshot:' "$OUT/logs/reset-oneshot.out" | sed 's/^/= /'
+  [ $rc -eq 0 ] || return 1
+  compare_runs app-reset '^RESULT|^RESET|symmpin-app:' "$RANKS" 0 \
+    "$APP" --mode procs --ranks "$RANKS" --reset --iters 2 || return 1
+  stats_check redirected --count $((2 * RANKS)) "$OUT"/logs/app-reset.stats.*.json
+}
 s_two_streams() { # break the warm-up's stream pattern: exact results (calls off their site's
   # home stream are spliced into its order, or go to NCCL when that cannot be done: counted)
   compare_runs app-two-streams '^RESULT|symmpin-app:' "$RANKS" 0 "$APP" --mode procs --ranks "$RANKS" --two-streams --iters 8 || return 1

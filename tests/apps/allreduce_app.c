@@ -28,6 +28,10 @@
  * datatype and op) of the same sizes, in place (NCCL's forms) and not: all-gather outputs are
  * every rank's input at its place, checked exactly (any rank can compute a peer's input), and
  * reduce-scatter outputs exactly like the all-reduce's.
+ * --reset (procs): after the checks, the communicator and every buffer go, cudaDeviceReset destroys
+ * the process's context on its GPU, and the same checks run on a new communicator in a new context
+ * (issue 36, item 3: a library that keeps anything of the old context, e.g. kernel functions by the
+ * context's address, which the new context may have, fails here); counts and checksums go on.
  * --bench times bf16 sums of 1 KiB .. 1 MiB, eager and replayed from a CUDA graph.
  * In procs mode ranks are processes (tests/apps/launch.h: bounded waits, the suite's rank wrapper),
  * rank r on GPU r % GPUs: several ranks may share a GPU where NCCL is given a host id per rank.
@@ -117,7 +121,7 @@ static struct {
   int nranks, iters;
   int split_hosts;  /* --split-hosts K: then the checks on a per-host split, 0 = none */
   long straggle_ms; /* --straggle: rank 0 sleeps this long before one all-reduce mid-run */
-  bool diverge, bench, quiet, two_streams, group_simulate, colls;
+  bool diverge, bench, quiet, two_streams, group_simulate, colls, reset;
 } opt = {.mode = "procs", .iters = 6};
 
 static double now_ms(void) {
@@ -656,10 +660,29 @@ static void run_split_checks(rank_ctx *c) {
   c->avg_checksum = sub.avg_checksum;
 }
 
-static int child_main(int rank, const char *uid_hex) {
-  ncclUniqueId id;
+/* --reset: the communicator and every buffer gone, the device reset (its context destroyed; the
+ * next call makes a new one), then the same checks on a new communicator (`id`); the counts and
+ * checksums go on from the first pass. */
+static void run_after_reset(rank_ctx *c, ncclUniqueId id) {
+  rank_teardown(c);
+  SYMMPIN_TEST_NCCL(ncclCommDestroy(c->comm));
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_CUDA(cudaDeviceReset());
+  SYMMPIN_TEST_CUDA(cudaSetDevice(c->dev));
+  SYMMPIN_TEST_NCCL(ncclCommInitRank(&c->comm, c->nranks, id, c->rank));
+  rank_setup(c);
+  c->calls = 0;
+  rank_run_checks(c);
+  printf("RESET rank=%d calls=%ld\n", c->rank, c->calls);
+}
+
+static int child_main(int rank, const char *uid_hex, const char *uid2_hex) {
+  ncclUniqueId id, id2 = {{0}};
   if (!symmpin_test_hex_decode(uid_hex, id.internal, sizeof id.internal))
     return symmpin_test_usage_error(PROG, "bad --uid '%s'", uid_hex);
+  if (opt.reset &&
+      (!uid2_hex || !symmpin_test_hex_decode(uid2_hex, id2.internal, sizeof id2.internal)))
+    return symmpin_test_usage_error(PROG, "--reset needs --uid2 (the hex ncclUniqueId)");
   int ngpus;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
   rank_ctx c = {.rank = rank, .nranks = opt.nranks, .dev = rank % ngpus};
@@ -674,6 +697,7 @@ static int child_main(int rank, const char *uid_hex) {
     rank_run_checks(&c);
     double checks_ms = now_ms() - t0;
     if (opt.split_hosts) run_split_checks(&c);
+    if (opt.reset) run_after_reset(&c, id2);
     report(&c);
     printf("TIME rank=%d first_call_ms=%.1f checks_ms=%.1f\n", c.rank, c.first_call_ms, checks_ms);
   }
@@ -727,10 +751,14 @@ static void read_result_line(const char *line, void *arg) {
 }
 
 static int run_procs(void) {
-  ncclUniqueId id;
+  ncclUniqueId id, id2;
   SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id));
-  char hex[2 * sizeof(id.internal) + 1], ns[16], its[16], sts[24], hs[16];
+  char hex[2 * sizeof(id.internal) + 1], hex2[sizeof hex], ns[16], its[16], sts[24], hs[16];
   symmpin_test_hex_encode(id.internal, sizeof id.internal, hex, sizeof hex);
+  if (opt.reset) { /* the communicator after the reset */
+    SYMMPIN_TEST_NCCL(ncclGetUniqueId(&id2));
+    symmpin_test_hex_encode(id2.internal, sizeof id2.internal, hex2, sizeof hex2);
+  }
   snprintf(ns, sizeof ns, "%d", opt.nranks);
   snprintf(its, sizeof its, "%d", opt.iters);
   snprintf(sts, sizeof sts, "%ld", opt.straggle_ms);
@@ -749,6 +777,7 @@ static int run_procs(void) {
   if (opt.two_streams) args[a++] = "--two-streams";
   if (opt.group_simulate) args[a++] = "--group-simulate";
   if (opt.colls) args[a++] = "--colls";
+  if (opt.reset) args[a++] = "--reset", args[a++] = "--uid2", args[a++] = hex2;
   if (opt.straggle_ms) args[a++] = "--straggle", args[a++] = sts;
   if (opt.split_hosts) args[a++] = "--split-hosts", args[a++] = hs;
   args[a] = NULL;
@@ -851,7 +880,7 @@ static int run_single(int ngpus) {
 static void usage(void) {
   printf("usage: " PROG " [--mode procs|threads|single] [--ranks N] [--iters K] [--diverge]\n"
          "                   [--two-streams] [--straggle MS] [--split-hosts K] [--group-simulate]\n"
-         "                   [--colls] [--bench] [--quiet]\n"
+         "                   [--colls] [--reset] [--bench] [--quiet]\n"
          "An ordinary NCCL program (all-reduces of every datatype and op, checked exactly) to run\n"
          "with and without LD_PRELOAD=libsymmpin.so. Last line: '" PROG ": N passed, M failed'.\n"
          "  --mode M        procs (one process per GPU, default), threads (one thread per GPU) or\n"
@@ -870,6 +899,8 @@ static void usage(void) {
          "                  it must run nothing, and every later call must stay exact\n"
          "  --colls         also all-gathers (every datatype) and reduce-scatters (every datatype\n"
          "                  and op), in place and not, checked exactly\n"
+         "  --reset         then cudaDeviceReset and the same checks on a new communicator in\n"
+         "                  the new context (procs only)\n"
          "  --bench         time bf16 sums of 1K..1M instead (eager and graph; procs or single)\n"
          "  --quiet         no message per wrong element\n"
          "  -h, --help      this text\n"
@@ -891,9 +922,11 @@ enum {
   OPT_SPLIT_HOSTS,
   OPT_GROUP_SIMULATE,
   OPT_COLLS,
+  OPT_RESET,
   OPT_VERSION,
   OPT_CHILD, /* internal: --child RANK --uid HEX, added by --mode procs */
   OPT_UID,
+  OPT_UID2, /* internal: the communicator after --reset's reset */
 };
 
 static const struct option longopts[] = {
@@ -908,17 +941,19 @@ static const struct option longopts[] = {
     {"split-hosts", required_argument, NULL, OPT_SPLIT_HOSTS},
     {"group-simulate", no_argument, NULL, OPT_GROUP_SIMULATE},
     {"colls", no_argument, NULL, OPT_COLLS},
+    {"reset", no_argument, NULL, OPT_RESET},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"child", required_argument, NULL, OPT_CHILD},
     {"uid", required_argument, NULL, OPT_UID},
+    {"uid2", required_argument, NULL, OPT_UID2},
     {NULL, 0, NULL, 0},
 };
 
 int main(int argc, char **argv) {
   int child = -1, c;
   long v = 0;
-  const char *uid = NULL;
+  const char *uid = NULL, *uid2 = NULL;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
@@ -955,12 +990,14 @@ int main(int argc, char **argv) {
       break;
     case OPT_GROUP_SIMULATE: opt.group_simulate = true; break;
     case OPT_COLLS: opt.colls = true; break;
+    case OPT_RESET: opt.reset = true; break;
     case OPT_CHILD:
       if (!symmpin_test_parse_int(optarg, 0, MAX_RANKS - 1, &v))
         return symmpin_test_usage_error(PROG, "bad --child '%s'", optarg);
       child = (int)v;
       break;
     case OPT_UID: uid = optarg; break;
+    case OPT_UID2: uid2 = optarg; break;
     default: return symmpin_test_option_error(PROG, c, argv, longopts);
     }
   }
@@ -971,6 +1008,9 @@ int main(int argc, char **argv) {
   if (opt.split_hosts && opt.colls)
     return symmpin_test_usage_error(PROG, "--colls takes no --split-hosts (its buffers are sized "
                                           "for the world communicator)");
+  if (opt.reset && (strcmp(opt.mode, "procs") || opt.bench))
+    return symmpin_test_usage_error(PROG, "--reset runs with --mode procs, without --bench (a "
+                                          "reset destroys the context of every thread)");
   if (opt.split_hosts && strcmp(opt.mode, "procs"))
     return symmpin_test_usage_error(PROG, "--split-hosts runs with --mode procs");
   setenv("NCCL_NVLS_ENABLE", "0", 0);
@@ -979,7 +1019,7 @@ int main(int argc, char **argv) {
       return symmpin_test_usage_error(PROG, "--child needs --uid (the hex ncclUniqueId) and "
                                             "--ranks above the rank");
     build_ops();
-    return child_main(child, uid);
+    return child_main(child, uid, uid2);
   }
   int ngpus;
   SYMMPIN_TEST_CUDA(cudaGetDeviceCount(&ngpus));
@@ -996,9 +1036,10 @@ int main(int argc, char **argv) {
   if (opt.split_hosts && opt.nranks % opt.split_hosts)
     return symmpin_test_usage_error(PROG, "--split-hosts %d does not divide %d ranks",
                                     opt.split_hosts, opt.nranks);
-  printf(PROG ": mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s%s\n", opt.mode, opt.nranks,
+  printf(PROG ": mode=%s ranks=%d gpus=%d iters=%d ops/iter=%d%s%s%s%s\n", opt.mode, opt.nranks,
          ngpus, opt.iters, nops_total, opt.diverge ? " diverge" : "",
-         opt.two_streams ? " two-streams" : "", opt.group_simulate ? " group-simulate" : "");
+         opt.two_streams ? " two-streams" : "", opt.group_simulate ? " group-simulate" : "",
+         opt.reset ? " reset" : "");
   fflush(stdout);
   if (!strcmp(opt.mode, "procs")) return run_procs();
   if (!strcmp(opt.mode, "threads")) return run_threads(ngpus);

@@ -21,9 +21,12 @@
  * within tolerance and bitwise the all-reduce kernel's chunk); the three collectives back to back
  * on one slot of each shared class; captured and replayed.
  *
- * Usage: test_oneshot [N] [--small] [--colls] [--seed S] (--help, --version). --small runs a tiny subset
- * with 1 s waits (for compute-sanitizer; with N = 1 no kernel waits for another, which matters if
- * the tool serializes kernels: N > 1 then shows up as timeouts).
+ * Usage: test_oneshot [N] [--small] [--colls] [--reset] [--seed S] (--help, --version). --small runs a
+ * tiny subset with 1 s waits (for compute-sanitizer; with N = 1 no kernel waits for another, which
+ * matters if the tool serializes kernels: N > 1 then shows up as timeouts). --reset runs one call
+ * of each algorithm and a group, frees everything, resets every device (cudaDeviceReset), sets the
+ * ranks up again and runs the same calls: the launcher must launch functions of the new context,
+ * not of the destroyed one, whose address the new one may have (issue 36, item 3).
  * Prints one line per group and `test_oneshot: P passed, F failed`; exits 1 on any failure. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -45,6 +48,7 @@
 #include <unistd.h>
 
 #include "common/types.h"
+#include "driver/cu.h" /* --reset: the current context's address and id, as the launcher sees them */
 #include "kernels/allreduce.h"
 #include "kernels/select.h" /* the algorithms' thresholds: cases on both sides of each */
 #include "tests/gpu/gpu_common.h" /* --version, bad-option messages: our tools' conventions */
@@ -64,6 +68,7 @@ static const uint8_t kPoisonOut = 0xA5, kPoisonIn = 0x5A;
 static uint64_t g_timeout_cycles = 20000000000ull; /* ~10 s: a bug fails, never hangs */
 static int g_passed, g_failed;
 static bool g_colls_only; /* --colls: the API checks and the all-gather / reduce-scatter groups only */
+static bool g_reset;      /* --reset: calls, cudaDeviceReset, the same calls (test_reset) */
 
 /* ---------------------------------------------------------------- random numbers, dtypes */
 
@@ -252,7 +257,64 @@ struct Rank {
 
 static int N = 2, g_ngpus = 1;
 static std::vector<Rank> R;
-static size_t g_buf_bytes;
+static size_t g_buf_bytes, g_pool_bytes;
+
+/* Every pair of the first `used` GPUs reaches each other (false, said, if not). */
+static bool enable_peers(int used) {
+  for (int a = 0; a < used; a++)
+    for (int b = 0; b < used; b++)
+      if (a != b) {
+        int can = 0;
+        CK(cudaDeviceCanAccessPeer(&can, a, b));
+        if (!can) {
+          fprintf(stderr, "test_oneshot: GPU %d cannot access GPU %d (no P2P)\n", a, b);
+          return false;
+        }
+        CK(cudaSetDevice(a));
+        cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+        else CK(e);
+      }
+  return true;
+}
+
+/* Each rank's streams, pool (g_pool_bytes, zeroed), buffers and error record. */
+static void ranks_setup() {
+  R.resize(N);
+  for (int r = 0; r < N; r++) {
+    Rank &k = R[r];
+    k.dev = r % g_ngpus;
+    CK(cudaSetDevice(k.dev));
+    CK(cudaStreamCreateWithFlags(&k.s[0], cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&k.s[1], cudaStreamNonBlocking));
+    CK(cudaMalloc(&k.pool, g_pool_bytes));
+    CK(cudaMemset(k.pool, 0, g_pool_bytes)); /* slots are zeroed once, as the contract asks */
+    CK(cudaMalloc(&k.bufA, g_buf_bytes));
+    CK(cudaMalloc(&k.bufB, g_buf_bytes));
+    CK(cudaMalloc(&k.bufC, g_buf_bytes));
+    CK(cudaHostAlloc(&k.err, sizeof *k.err, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostGetDevicePointer((void **)&k.err_dev, k.err, 0));
+  }
+  for (int r = 0; r < N; r++) {
+    CK(cudaSetDevice(R[r].dev));
+    CK(cudaDeviceSynchronize());
+  }
+}
+
+static void ranks_teardown() {
+  for (int r = 0; r < N; r++) {
+    Rank &k = R[r];
+    CK(cudaSetDevice(k.dev));
+    CK(cudaDeviceSynchronize());
+    CK(cudaStreamDestroy(k.s[0]));
+    CK(cudaStreamDestroy(k.s[1]));
+    CK(cudaFree(k.pool));
+    CK(cudaFree(k.bufA));
+    CK(cudaFree(k.bufB));
+    CK(cudaFree(k.bufC));
+    CK(cudaFreeHost(k.err));
+  }
+}
 
 /* Slots: separate ones per test group (a slot used with in-slot input is never used staged:
  * different slot classes). */
@@ -1627,17 +1689,88 @@ static void test_colls_api() {
   fflush(stdout);
 }
 
+/* ---------------------------------------------------------------- device reset */
+
+/* The address and id of `dev`'s primary context, made current and initialized by the runtime:
+ * what the launcher sees at a launch there (nullptr and 0 if the driver does not say). */
+static void context_of(int dev, void **addr, unsigned long long *id) {
+  CK(cudaSetDevice(dev));
+  CK(cudaFree(nullptr)); /* the runtime initializes the device's primary context */
+  CUcontext c = nullptr;
+  *id = 0;
+  if (symmpin_cu.CtxGetCurrent(&c) != CUDA_SUCCESS ||
+      symmpin_cu.CtxGetId(nullptr, id) != CUDA_SUCCESS)
+    c = nullptr;
+  *addr = (void *)c;
+}
+
+/* One all-reduce of each algorithm (LL, copy in place, in-slot, two-shot) and a group, exact. */
+static void reset_round(const char *when) {
+  int p0 = g_passed, f0 = g_failed;
+  size_t copy = symmpin_oneshot_ll_max_bytes(N) / 2 + 77; /* bf16: above the LL limit */
+  const Case cases[] = {
+      {SYMMPIN_FLOAT32, SYMMPIN_SUM, 1000, SYMMPIN_INPUT_STAGED, false, 4, 8},
+      {SYMMPIN_BFLOAT16, SYMMPIN_SUM, copy, SYMMPIN_INPUT_STAGED, true, 0, 0},
+      {SYMMPIN_INT32, SYMMPIN_MAX, 4097, SYMMPIN_INPUT_IN_SLOT, false, 0, 4},
+      {SYMMPIN_FLOAT32, SYMMPIN_SUM, two_count(), SYMMPIN_INPUT_STAGED, false, 0, 0},
+  };
+  uint64_t site = 0x7e5e7000ull;
+  for (const Case &c : cases) run_case(c, site++);
+  test_groups(1);
+  printf("reset, %s: one call of each algorithm and a group: %d passed, %d failed\n", when,
+         g_passed - p0, g_failed - f0);
+  fflush(stdout);
+}
+
+/* cudaDeviceReset between launches, in one process (issue 36, item 3): the launcher keeps kernel
+ * functions per context, and a function of the destroyed context must never be launched in the
+ * new one, which may have its address. The calls before and after the reset must be exact. */
+static bool test_reset(int used) {
+  if (!symmpin_cu_usable()) {
+    fprintf(stderr, "test_oneshot: the driver cannot serve symmpin: %s\n", symmpin_cu_open()->why);
+    return false;
+  }
+  std::vector<void *> addr(used);
+  std::vector<unsigned long long> id(used);
+  for (int d = 0; d < used; d++) context_of(d, &addr[d], &id[d]);
+  reset_round("before cudaDeviceReset");
+  ranks_teardown();
+  for (int d = 0; d < used; d++) {
+    CK(cudaSetDevice(d));
+    CK(cudaDeviceReset());
+  }
+  if (!enable_peers(used)) return false;
+  ranks_setup();
+  bool reused = false;
+  for (int d = 0; d < used; d++) {
+    void *a;
+    unsigned long long i;
+    context_of(d, &a, &i);
+    printf("reset: GPU %d's context %p (id %llu), then %p (id %llu): %s address, %s id\n", d,
+           addr[d], id[d], a, i, a == addr[d] ? "the same" : "another",
+           i == id[d] ? "the same" : "a new");
+    check(i != id[d], "GPU %d: the context after cudaDeviceReset has the old one's id %llu", d, i);
+    reused |= a == addr[d];
+  }
+  reset_round("after cudaDeviceReset");
+  printf("reset: %s\n", reused ? "a new context at the destroyed one's address (issue 36, item 3)"
+                               : "every new context at another address");
+  return true;
+}
+
 /* ---------------------------------------------------------------- main */
 
 static const char kProg[] = "test_oneshot";
 
 static void usage(FILE *to) {
   fprintf(to,
-          "usage: %s [N] [--small] [--colls] [--seed S]\n"
+          "usage: %s [N] [--small] [--colls] [--reset] [--seed S]\n"
           "GPU test of symmpin's all-reduce kernels (kernels/allreduce.h): N simulated ranks\n"
           "(1..%d, default 2) in this process, rank r on visible GPU r %% ngpus.\n"
           "  --small      a small subset with 1 s waits (for compute-sanitizer)\n"
           "  --colls      only the API checks and the all-gather / reduce-scatter groups\n"
+          "  --reset      only: a call of each algorithm and a group, then cudaDeviceReset on every\n"
+          "               GPU, the ranks set up again and the same calls (new contexts)\n"
           "  --seed S     seed of the random inputs (default 0x5eed1234abcd; printed first)\n"
           "  --help       print this and exit\n"
           "  --version    print symmpin's version and git revision and exit\n"
@@ -1652,6 +1785,7 @@ int main(int argc, char **argv) {
   static const struct option longopts[] = {
       {"small", no_argument, nullptr, 's'},
       {"colls", no_argument, nullptr, 'c'},
+      {"reset", no_argument, nullptr, 'r'},
       {"seed", required_argument, nullptr, 'S'},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'V'},
@@ -1663,6 +1797,7 @@ int main(int argc, char **argv) {
     switch (o) {
     case 's': small = true; break;
     case 'c': g_colls_only = true; break;
+    case 'r': g_reset = true; break;
     case 'S': {
       char *end = nullptr;
       errno = 0;
@@ -1707,20 +1842,7 @@ int main(int argc, char **argv) {
   int used = g_ngpus < N ? g_ngpus : N;
   printf("test_oneshot: %d ranks on %d GPU(s), seed 0x%llx%s\n", N, used, (unsigned long long)seed,
          small ? ", small subset" : "");
-  for (int a = 0; a < used; a++)
-    for (int b = 0; b < used; b++)
-      if (a != b) {
-        int can = 0;
-        CK(cudaDeviceCanAccessPeer(&can, a, b));
-        if (!can) {
-          fprintf(stderr, "test_oneshot: GPU %d cannot access GPU %d (no P2P)\n", a, b);
-          return 2;
-        }
-        CK(cudaSetDevice(a));
-        cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-        else CK(e);
-      }
+  if (!enable_peers(used)) return 2;
 
   /* Slot sizes: the matrix slots hold the largest case of either form; others their own calls. */
   size_t big = 0, bigd = 0;
@@ -1795,22 +1917,13 @@ int main(int argc, char **argv) {
    * elements of 8 bytes, or the LL limit's) */
   g_buf_bytes = std::max(g_buf_bytes, 2 * kGuard + 16 + (size_t)N * std::max((size_t)65537 * 8, std::max((size_t)(2u << 20) / N, symmpin_oneshot_ll_max_bytes(N) + 8)));
 
-  R.resize(N);
-  for (int r = 0; r < N; r++) {
-    Rank &k = R[r];
-    k.dev = r % g_ngpus;
-    set_dev(r);
-    CK(cudaStreamCreateWithFlags(&k.s[0], cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&k.s[1], cudaStreamNonBlocking));
-    CK(cudaMalloc(&k.pool, pool_bytes));
-    CK(cudaMemset(k.pool, 0, pool_bytes)); /* slots are zeroed once, as the contract asks */
-    CK(cudaMalloc(&k.bufA, g_buf_bytes));
-    CK(cudaMalloc(&k.bufB, g_buf_bytes));
-    CK(cudaMalloc(&k.bufC, g_buf_bytes));
-    CK(cudaHostAlloc(&k.err, sizeof *k.err, cudaHostAllocMapped | cudaHostAllocPortable));
-    CK(cudaHostGetDevicePointer((void **)&k.err_dev, k.err, 0));
+  g_pool_bytes = pool_bytes;
+  ranks_setup();
+  if (g_reset) {
+    bool ok = test_reset(used);
+    printf("test_oneshot: %d passed, %d failed\n", g_passed, g_failed);
+    return ok && !g_failed ? 0 : 1;
   }
-  sync_devices();
 
   test_api();
   test_colls_api();

@@ -128,6 +128,9 @@ def app_rank(rank, nranks):
         say(f"SPLIT rank={rank} host={host_of(rank, nranks, split)} host_rank={rank % (nranks // split)} "
             f"host_ranks={nranks // split} calls=367")
         comms.append(comm(rank % (nranks // split), nranks // split, 100, ordinal=1))
+    if "--reset" in ARGS:  # the communicator made after cudaDeviceReset: one more, redirected too
+        say(f"RESET rank={rank} calls=122")
+        comms.append(comm(rank, nranks, 100, ordinal=1))
     if multi_host(nranks) and SIDE == "symmpin":
         # As the library does: on each host, a rank finds a peer missing from the host's board and
         # says so (here the host's first rank; each rank when every rank is a host of its own),
