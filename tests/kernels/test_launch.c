@@ -24,6 +24,7 @@
 #include <cuda.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,24 @@ static long bad_handles;  /* launches refused for a function of another or a dea
 static int loads[IMAGES]; /* cuLibraryLoadData per image */
 static int functions;     /* cuKernelGetFunction that gave a function */
 
+/* A driver object (kernel, function): the driver owns it, the launcher may drop its handle (the
+ * probe's function), so every one stays on this list, never freed (no leak for LeakSanitizer). */
+typedef struct driver_object {
+  struct driver_object *next;
+  _Alignas(max_align_t) unsigned char body[];
+} driver_object;
+static driver_object *objects; /* under lock */
+
+static void *object_new(size_t size) {
+  driver_object *o = calloc(1, sizeof *o + size);
+  cr_assert_not_null(o);
+  pthread_mutex_lock(&lock);
+  o->next = objects;
+  objects = o;
+  pthread_mutex_unlock(&lock);
+  return o->body;
+}
+
 static bool is_cubin(const void *code) { return memcmp(code, "\177ELF", 4) == 0; }
 
 static refusal refusal_of(int image) {
@@ -191,7 +210,7 @@ static CUresult fake_library_load(CUlibrary *lib, const void *code, CUjit_option
 }
 
 static CUresult fake_library_get_kernel(CUkernel *k, CUlibrary lib, const char *name) {
-  fake_kernel *fk = calloc(1, sizeof *fk);
+  fake_kernel *fk = object_new(sizeof *fk);
   fk->image = ((fake_lib *)lib)->image;
   snprintf(fk->name, sizeof fk->name, "%s", name);
   *k = (CUkernel)fk;
@@ -202,7 +221,7 @@ static CUresult fake_kernel_get_function(CUfunction *f, CUkernel k) {
   const fake_kernel *fk = (const fake_kernel *)k;
   if (!alive(current)) return CUDA_ERROR_INVALID_CONTEXT;
   if (refusal_of(fk->image) == REFUSE_IN_CONTEXT) return CUDA_ERROR_NO_BINARY_FOR_GPU;
-  fake_fn *fn = calloc(1, sizeof *fn);
+  fake_fn *fn = object_new(sizeof *fn);
   fn->ctx_id = atomic_load(&current->id);
   fn->kernel = fk;
   pthread_mutex_lock(&lock);
