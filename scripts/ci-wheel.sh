@@ -86,7 +86,9 @@ python3 -m venv "$work/venv" && "$work/venv/bin/pip" install --quiet --no-index 
   >"$work/install.log" 2>&1 || { cat "$work/install.log"; echo "FAILED pip install"; failed=$((failed + 1)); finish; }
 export PATH="$work/venv/bin:$PATH"
 site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-lib=$(ls "$site"/.symmpin.mesonpy.libs/libsymmpin.so.0* | head -n 1)
+# The first name of a glob, not `ls | head -n 1`, which pipefail fails where head quits early (issue 39).
+libs=("$site"/.symmpin.mesonpy.libs/libsymmpin.so.0*)
+lib=${libs[0]}
 check "the installed library links no NCCL (it uses the program's)" \
   bash -c 'd=$(readelf -d "$1") && grep -q NEEDED <<<"$d" && ! grep -q "NEEDED.*libnccl" <<<"$d"' _ "$lib"
 # Each symbol version the two need, found in glibc 2.28's libraries that they name in NEEDED.

@@ -44,8 +44,34 @@ embed=$(cd "$(dirname "$0")/.." && pwd)/kernels/images/embed.py
 read -r wheel subdir release < <(python3 "$embed" pin)
 tools=${SYMMPIN_TOOLS_DIR:-$HOME/.cache/symmpin}/$subdir
 ptxas=$tools/nvidia/cuda_nvcc/bin/ptxas
-ptxas_ok() { "$ptxas" --version 2>/dev/null | grep -qF "release $release,"; }
-if ! ptxas_ok; then
+# ptxas_check: whether $ptxas is the ptxas of CUDA $release; if not, why not in $ptxas_why. Its
+# whole output is read first, then matched: `ptxas --version | grep -q` under pipefail failed a
+# right ptxas whenever grep quit at the release line before ptxas's last write (SIGPIPE, exit 141;
+# issue 39). The why shows what it printed (first lines) or that it did not run, so that a reader
+# can tell a wrong version from a binary that does not start on this machine.
+ptxas_check() {
+  local out rc=0 lines said="it printed"
+  ptxas_why="there is no $ptxas"
+  [ -e "$ptxas" ] || return 1
+  out=$("$ptxas" --version 2>&1) || rc=$?
+  [ "$rc" -eq 0 ] && [[ $out == *"release $release,"* ]] && return 0
+  case $rc in
+    0) ptxas_why="$ptxas is not the ptxas of CUDA $release (no \"release $release,\" in its --version)" ;;
+    126 | 127) ptxas_why="$ptxas could not run here (exit status $rc)"; said="the error" ;;
+    *) ptxas_why="$ptxas --version failed (exit status $rc$([ "$rc" -le 128 ] || echo ", signal $((rc - 128))"))" ;;
+  esac
+  if [ -z "$out" ]; then
+    ptxas_why+="; it printed nothing"
+  else
+    mapfile -t lines <<<"$out"
+    ptxas_why+="; $said:$(printf '\n  | %s' "${lines[@]:0:8}")"
+    [ ${#lines[@]} -le 8 ] || ptxas_why+=$'\n'"  | (and $((${#lines[@]} - 8)) more lines)"
+  fi
+  return 1
+}
+if ! ptxas_check; then
+  # A ptxas there but not the right one: say what it is before replacing it.
+  [ ! -e "$ptxas" ] || echo "setup: $ptxas_why" >&2
   # Debian's python3 comes without pip (pip download is allowed under its EXTERNALLY-MANAGED).
   python3 -m pip --version >/dev/null 2>&1 || install_debian python3-pip
   echo "== fetching ptxas of CUDA $release ($wheel, pip download) into $tools" >&2
@@ -69,5 +95,5 @@ os.chmod(sys.argv[2], 0o755)  # zipfile keeps no file modes
 PY
   mv -f "$ptxas.part" "$ptxas"
   rm -rf "$tmp"
-  ptxas_ok || { echo "setup: $ptxas is not the ptxas of CUDA $release" >&2; exit 1; }
+  ptxas_check || { echo "setup: the ptxas just fetched from $wheel is not usable: $ptxas_why" >&2; exit 1; }
 fi

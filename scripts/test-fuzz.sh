@@ -53,7 +53,9 @@ for t in "${targets[@]}"; do
   rate=$(stat_of average_exec_per_sec)
   cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | cut -d' ' -f2 || true)
   units=$(find "$dir/corpus" -type f | wc -l)
-  if [ "$rc" -eq 0 ] && ! ls "$dir/artifacts" | grep -q .; then
+  # The listing whole, then tested: `ls | grep -q .` under pipefail could fail ls (SIGPIPE) and
+  # pass a target that left an input there (issue 39).
+  if [ "$rc" -eq 0 ] && [ -z "$(ls "$dir/artifacts")" ]; then
     passed=$((passed + 1))
     echo "fuzz: $t: ok, $runs executions in ${secs}s ($rate/s), coverage ${cov:-0}, $units new inputs"
   else
